@@ -1,0 +1,52 @@
+"""Automatic feedback for the exercises: one module per notebook, sharing :class:`Feedback`.
+
+A check runs the learner's function on the course device and answers with what is wrong and a
+hint. It prints its verdict and returns a :class:`Feedback` that is truthy only on success, so a
+solutions notebook can ``assert check(...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Feedback:
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return f"{'[PASS]' if self.passed else '[TRY AGAIN]'} {self.message}"
+
+
+def passed(message: str) -> Feedback:
+    feedback = Feedback(True, message)
+    print(feedback)
+    return feedback
+
+
+def failed(message: str, hint: str = "") -> Feedback:
+    feedback = Feedback(False, f"{message}\n  Hint: {hint}" if hint else message)
+    print(feedback)
+    return feedback
+
+
+def call_learner(fn, *args):
+    """Run the learner's function; return (result, None) or (None, failed feedback)."""
+    try:
+        return fn(*args), None
+    except NotImplementedError:
+        return None, failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+    except Exception as err:  # the learner's bug is the feedback
+        return None, failed(f"Your code raised {type(err).__name__}: {err}")
+
+
+OTHER_DEVICE = torch.device("meta")
+"""A device that is never the CPU. Checks also run the learner's code towards it, because on a
+CPU-only machine ``t.to("cpu")`` returns ``t`` itself and would hide a missing assignment that a
+GPU would expose."""
