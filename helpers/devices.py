@@ -126,7 +126,8 @@ def pick_device(request: str | torch.device | None = None) -> torch.device:
         raise DeviceError(f"{source}: {err}") from None
     problem = _absent(device)
     if problem:
-        fix = f"unset {DEVICE_ENV} or set it to 'auto' or 'cpu'" if source.startswith(DEVICE_ENV) else "pick one of those"
+        from_env = source.startswith(DEVICE_ENV)
+        fix = f"unset {DEVICE_ENV} or set it to 'auto' or 'cpu'" if from_env else "pick one of those"
         raise DeviceError(f"{source}: {problem} To fix: {fix}; `python -m helpers.doctor` explains what it finds.")
     return _indexed(device)
 
@@ -150,7 +151,8 @@ def describe(device: torch.device) -> str:
     """One line about a device: its name and memory for a CUDA GPU."""
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return f"{device} ({props.name}, {props.total_memory / 2**30:.1f} GiB, compute capability {props.major}.{props.minor})"
+        memory = props.total_memory / 2**30
+        return f"{device} ({props.name}, {memory:.1f} GiB, compute capability {props.major}.{props.minor})"
     if device.type == "mps":
         return f"{device} (Apple GPU through Metal)"
     return f"{device}"

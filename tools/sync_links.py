@@ -1,7 +1,7 @@
 """Rewrite every Colab badge, Colab link and install line from the slug in pyproject.toml.
 
-    python tools/sync_links.py          # rewrite notebooks and README in place
-    python tools/sync_links.py --check  # exit 1 and list the files that disagree
+python tools/sync_links.py          # rewrite notebooks and README in place
+python tools/sync_links.py --check  # exit 1 and list the files that disagree
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import nbformat
 
 from tools import course
 
-COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w.-]+/(notebooks/[\w./-]+\.ipynb)")
+COLAB_LINK = re.compile(
+    r"https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w.-]+/(notebooks/[\w./-]+\.ipynb)"
+)
 INSTALL = re.compile(r"git\+https://github\.com/[\w.-]+/[\w.-]+?(?:\.git)?@[\w.-]+")
 CLONE = re.compile(r"git clone https://github\.com/[\w.-]+/[\w.-]+?\.git")
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
