@@ -1,26 +1,21 @@
 """helpers.devices on simulated machines: no GPU, one GPU, two GPUs, Apple MPS only."""
 
+import contextlib
+
 import pytest
 import torch
 
 from helpers import devices
 from helpers.config import DEVICE_ENV
 from helpers.devices import DeviceError, all_gpus, available_devices, parse_device, pick_device
+from helpers.simulate import simulated_machine
 
 
 @pytest.fixture
-def machine(monkeypatch):
+def machine():
     """Simulate a machine with ``cuda`` CUDA GPUs and optional MPS; COURSE_DEVICE unset."""
-
-    def simulate(cuda: int = 0, mps: bool = False, cuda_build: bool = True):
-        monkeypatch.delenv(DEVICE_ENV, raising=False)
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda > 0)
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda)
-        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
-        monkeypatch.setattr(torch.version, "cuda", "12.6" if cuda_build else None)
-
-    return simulate
+    with contextlib.ExitStack() as stack:
+        yield lambda **kwargs: stack.enter_context(simulated_machine(**kwargs))
 
 
 def test_no_gpu_picks_cpu(machine):
@@ -146,14 +141,9 @@ def test_device_objects_pass_through(machine):
         pick_device(torch.device("cuda", 5))
 
 
-def test_describe_cpu_and_gpu(machine, monkeypatch):
-    machine(cuda=1)
-
-    class Props:
-        name, total_memory, major, minor = "Fake GPU", 16 * 2**30, 8, 9
-
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: Props)
-    assert devices.describe(torch.device("cuda", 0)) == "cuda:0 (Fake GPU, 16.0 GiB, compute capability 8.9)"
+def test_describe_cpu_and_gpu(machine):
+    machine(cuda=1, gpu_name="Fake GPU")
+    assert devices.describe(torch.device("cuda", 0)) == "cuda:0 (Fake GPU 0, 16.0 GiB, compute capability 8.9)"
     assert devices.describe(torch.device("cpu")) == "cpu"
 
 

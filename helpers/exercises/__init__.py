@@ -36,14 +36,19 @@ def failed(message: str, hint: str = "") -> Feedback:
     return feedback
 
 
-def call_learner(fn, *args):
-    """Run the learner's function; return (result, None) or (None, failed feedback)."""
+def call_learner(fn, *args, when: str = "", hint: str = ""):
+    """Run the learner's function; return (result, None) or (None, failed feedback).
+
+    ``when`` says on what machine or input it ran ("On a machine with no GPU"); ``hint`` is
+    added if it raises.
+    """
     try:
         return fn(*args), None
     except NotImplementedError:
         return None, failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
     except Exception as err:  # the learner's bug is the feedback
-        return None, failed(f"Your code raised {type(err).__name__}: {err}")
+        where = f"{when}, your" if when else "Your"
+        return None, failed(f"{where} code raised {type(err).__name__}: {err}", hint)
 
 
 OTHER_DEVICE = torch.device("meta")
