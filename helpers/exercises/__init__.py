@@ -39,6 +39,8 @@ def failed(message: str, hint: str = "") -> Feedback:
 def call_learner(fn, *args, when: str = "", hint: str = ""):
     """Run the learner's function; return (result, None) or (None, failed feedback).
 
+    Test the feedback with ``is not None``: a failed Feedback is falsy.
+
     ``when`` says on what machine or input it ran ("On a machine with no GPU"); ``hint`` is
     added if it raises.
     """
