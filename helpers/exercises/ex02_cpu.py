@@ -1,0 +1,140 @@
+"""Checks for notebook 02's exercises (GPU to CPU with ``.cpu()``).
+
+On a CPU-only machine ``.numpy()`` works without ``.cpu()`` and ``.item()`` costs nothing, so a
+check cannot rely on errors a GPU would raise. It also records which tensor methods the learner's
+code calls (a ``TorchFunctionMode``), to say what would fail or wait on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from helpers.devices import pick_device
+from helpers.exercises import call_learner, failed, passed
+
+FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__repr__", "__format__", "__str__"}
+"""Tensor methods that copy values to the host (and so wait for the GPU)."""
+
+
+class _Calls(TorchFunctionMode):
+    """Records the tensor functions called inside the block: (name, args, kwargs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((getattr(func, "__name__", str(func)), args, kwargs))
+        return func(*args, **kwargs)
+
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.calls]
+
+
+def _run(fn, *args, when: str = "", hint: str = ""):
+    """call_learner inside a recorder: (result, problem, recorder)."""
+    with _Calls() as calls:
+        result, problem = call_learner(fn, *args, when=when, hint=hint)
+    return result, problem, calls
+
+
+def _asks_for_host(name: str, args: tuple, kwargs: dict) -> bool:
+    """Does this call bring a tensor to the CPU (.cpu(), .to('cpu'), .numpy(force=True))?"""
+    if name == "cpu" or (name == "numpy" and kwargs.get("force")):
+        return True
+    if name == "to":
+        targets = list(args[1:]) + [kwargs.get("device")]
+        return any(str(a) == "cpu" or getattr(a, "type", None) == "cpu" for a in targets)
+    return False
+
+
+def _grad_tensor(device: torch.device) -> torch.Tensor:
+    """Weights on ``device`` that require grad, as a model's would."""
+    return torch.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
+
+
+def to_numpy(fn) -> object:
+    """``fn(t)`` returns a NumPy array of ``t``'s values, for a ``t`` on any device that requires grad."""
+    device = pick_device()
+    t = _grad_tensor(device)
+    hint = "t.detach() first (NumPy knows nothing of autograd), then .cpu() (NumPy only reads host memory)."
+    result, problem, calls = _run(fn, t, when=f"With a tensor on {device} that requires grad", hint=hint)
+    if problem is not None:
+        return problem
+    if isinstance(result, torch.Tensor):
+        return failed("You returned a tensor, not a NumPy array.", "End with .numpy().")
+    if not isinstance(result, np.ndarray):
+        return failed(f"Return a NumPy array, not {type(result).__name__}.", "t.detach().cpu().numpy()")
+    if result.dtype != np.float32 or result.tolist() != [0.5, -1.0, 2.0]:
+        return failed(f"Expected float32 [0.5, -1.0, 2.0], got {result.dtype} {result.tolist()}.", "Convert as is.")
+    if not any(_asks_for_host(*call) for call in calls.calls):
+        return failed(
+            "This works here because the tensor is already on the CPU, but on a GPU .numpy() raises "
+            "TypeError: can't convert cuda:0 device type tensor to numpy.",
+            "Copy to the host before converting: t.detach().cpu().numpy().",
+        )
+    return passed("A NumPy array with the values, from a tensor that requires grad, on any device.")
+
+
+def _losses(device: torch.device, steps: int = 20) -> tuple[list[torch.Tensor], float]:
+    """Per-step losses on ``device`` that require grad (as in training), and their exact sum."""
+    w = torch.tensor(0.5, device=device, requires_grad=True)
+    values = [float(i % 5) + 0.25 for i in range(steps)]  # exact in float32
+    return [w * 2 * v for v in values], sum(values)
+
+
+def sum_losses(fn) -> object:
+    """``fn(losses)`` returns the total of per-step loss tensors as a Python float, fetched once."""
+    device = pick_device()
+    losses, expected = _losses(device)
+    result, problem, calls = _run(fn, losses, when=f"With {len(losses)} losses on {device}")
+    if problem is not None:
+        return problem
+    fetches = [name for name in calls.names() if name in FETCHES]
+    if isinstance(result, torch.Tensor):
+        return failed(
+            f"You returned a tensor ({result.device}), not a Python float.",
+            "Keep the running total on the device, then call .item() on it once, at the end.",
+        )
+    if not isinstance(result, float):
+        return failed(f"Return a Python float, not {type(result).__name__}.", "total.item() gives a float.")
+    if not math.isclose(result, expected, rel_tol=1e-6):
+        return failed(f"The total is {result}, expected {expected}.", "Add every loss once.")
+    if len(fetches) > 1:
+        counts = ", ".join(f"{fetches.count(n)} x .{n}()" for n in sorted(set(fetches)))
+        return failed(
+            f"Right total, but your code copied values to the host {len(fetches)} times ({counts}). "
+            "On a GPU each copy waits for all queued work to finish.",
+            "total = total + loss.detach() keeps the sum on the device; call .item() once, after the loop.",
+        )
+    return passed("Right total, summed on the device and fetched once.")
+
+
+def cpu_copy(fn) -> object:
+    """``fn(t)`` returns a CPU tensor with ``t``'s values that never shares memory with ``t``."""
+    for source in dict.fromkeys([pick_device(), torch.device("cpu")]):
+        t = torch.tensor([1.0, 2.0, 3.0], device=source)
+        result, problem = call_learner(fn, t, when=f"With a tensor on {source}")
+        if problem is not None:
+            return problem
+        if not isinstance(result, torch.Tensor):
+            return failed(f"Return a tensor, not {type(result).__name__}.", "t.to('cpu', copy=True)")
+        if result.device.type != "cpu":
+            return failed(f"With a tensor on {source}, your copy is on {result.device}.", "Copy it to 'cpu'.")
+        if result is t or (
+            source.type == "cpu" and result.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+        ):
+            return failed(
+                "With a tensor already on the CPU, your function returned the tensor itself (or a view of it): "
+                "writing to the 'copy' changes the original.",
+                ".cpu() and .to('cpu') return t itself when it is already there. "
+                "t.to('cpu', copy=True) always copies, once, on every device.",
+            )
+        if result.dtype != t.dtype or not torch.equal(result, t.cpu()):
+            return failed("Your copy has other values, dtype or shape.", "Only the device should change.")
+    return passed("A private CPU copy, whether the tensor starts on the course device or on the CPU.")

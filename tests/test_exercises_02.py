@@ -1,0 +1,119 @@
+"""The checks of notebook 02 accept right answers and explain typical wrong ones."""
+
+import pytest
+import torch
+
+from helpers.exercises import ex02_cpu as check
+
+
+def unwritten(*args):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: t.detach().cpu().numpy(),
+        lambda t: t.cpu().detach().numpy(),
+        lambda t: t.detach().to("cpu").numpy(),
+        lambda t: t.detach().to(torch.device("cpu")).numpy(),
+        lambda t: t.numpy(force=True),
+    ],
+)
+def test_to_numpy_accepts(fn):
+    assert check.to_numpy(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (unwritten, "Not written yet"),
+        (lambda t: t.numpy(), "requires grad" if not torch.cuda.is_available() else "can't convert cuda:0"),
+        (lambda t: t.cpu().numpy(), "requires grad"),
+        (lambda t: t.detach().numpy(), "TypeError: can't convert cuda:0"),
+        (lambda t: t.detach().cpu(), "not a NumPy array"),
+        (lambda t: t.detach().cpu().tolist(), "not list"),
+        (lambda t: t.detach().cpu().double().numpy(), "Expected float32"),
+    ],
+)
+def test_to_numpy_rejects(fn, fragment):
+    if torch.cuda.is_available() and "cuda:0" in fragment:
+        fragment = "can't convert cuda:0"  # on a GPU the learner's code really raises
+    feedback = check.to_numpy(fn)
+    assert not feedback and fragment in feedback.message
+
+
+def sum_on_device(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total = total + loss.detach()
+    return total.item()
+
+
+def sum_item_every_step(losses):
+    total = 0.0
+    for loss in losses:
+        total += loss.item()
+    return total
+
+
+def sum_returns_tensor(losses):
+    total = 0
+    for loss in losses:
+        total += loss.detach()
+    return total
+
+
+def sum_prints_every_step(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for step, loss in enumerate(losses):
+        total = total + loss.detach()
+        print(f"step {step}: {loss:.3f}")
+    return total.item()
+
+
+@pytest.mark.parametrize(
+    "fn", [sum_on_device, lambda losses: torch.stack(losses).sum().item(), lambda losses: sum(losses).item()]
+)
+def test_sum_losses_accepts(fn):
+    assert check.sum_losses(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (unwritten, "Not written yet"),
+        (sum_item_every_step, "20 x .item()"),
+        (sum_prints_every_step, "20 x .__format__()"),
+        (sum_returns_tensor, "not a Python float"),
+        (lambda losses: losses[-1].item(), "The total is"),
+        (lambda losses: int(sum(losses).item()), "not int"),
+    ],
+)
+def test_sum_losses_rejects(fn, fragment, capsys):
+    feedback = check.sum_losses(fn)
+    assert not feedback and fragment in feedback.message
+
+
+@pytest.mark.parametrize(
+    "fn", [lambda t: t.to("cpu", copy=True), lambda t: t.cpu().clone(), lambda t: t.detach().clone().cpu()]
+)
+def test_cpu_copy_accepts(fn):
+    assert check.cpu_copy(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (unwritten, "Not written yet"),
+        (lambda t: t.cpu(), "returned the tensor itself"),
+        (lambda t: t.to("cpu"), "returned the tensor itself"),
+        (lambda t: t.detach().cpu(), "returned the tensor itself (or a view of it)"),
+        (lambda t: t.cpu().numpy().copy(), "not ndarray"),
+        (lambda t: t.to("meta"), "your copy is on meta"),
+        (lambda t: t.cpu().clone().double(), "other values, dtype or shape"),
+    ],
+)
+def test_cpu_copy_rejects(fn, fragment):
+    feedback = check.cpu_copy(fn)
+    assert not feedback and fragment in feedback.message
