@@ -73,7 +73,14 @@ def sum_prints_every_step(losses):
 
 
 @pytest.mark.parametrize(
-    "fn", [sum_on_device, lambda losses: torch.stack(losses).sum().item(), lambda losses: sum(losses).item()]
+    "fn",
+    [
+        sum_on_device,
+        lambda losses: torch.stack(losses).sum().item(),
+        lambda losses: sum(losses).item(),
+        lambda losses: torch.stack(losses).detach().sum().cpu().item(),  # one copy, then a host read
+        lambda losses: float(torch.stack(losses).detach().sum()),
+    ],
 )
 def test_sum_losses_accepts(fn):
     assert check.sum_losses(fn)
@@ -86,6 +93,7 @@ def test_sum_losses_accepts(fn):
         (sum_item_every_step, "20 x .item()"),
         (sum_prints_every_step, "20 x .__format__()"),
         (sum_returns_tensor, "not a Python float"),
+        (lambda losses: sum(loss.detach().cpu() for loss in losses).item(), "20 x .cpu()"),
         (lambda losses: losses[-1].item(), "The total is"),
         (lambda losses: int(sum(losses).item()), "not int"),
     ],

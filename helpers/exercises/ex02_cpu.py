@@ -21,19 +21,25 @@ FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__",
 
 
 class _Calls(TorchFunctionMode):
-    """Records the tensor functions called inside the block: (name, args, kwargs)."""
+    """Records the tensor functions called inside the block, and the copies to the host among them."""
 
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[tuple[str, tuple, dict]] = []
+        self.fetches: list[str] = []
+        self._host: list[torch.Tensor] = []  # results of a copy to the host, and tensors made from them
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        self.calls.append((getattr(func, "__name__", str(func)), args, kwargs))
-        return func(*args, **kwargs)
-
-    def names(self) -> list[str]:
-        return [name for name, _, _ in self.calls]
+        name = getattr(func, "__name__", str(func))
+        self.calls.append((name, args, kwargs))
+        result = func(*args, **kwargs)
+        on_host = bool(args) and any(args[0] is h for h in self._host)
+        if name in FETCHES and not on_host:  # .cpu().item() copies once, not twice
+            self.fetches.append(name)
+        if isinstance(result, torch.Tensor) and (on_host or _asks_for_host(name, args, kwargs)):
+            self._host.append(result)
+        return result
 
 
 def _run(fn, *args, when: str = "", hint: str = ""):
@@ -95,7 +101,7 @@ def sum_losses(fn) -> object:
     result, problem, calls = _run(fn, losses, when=f"With {len(losses)} losses on {device}")
     if problem is not None:
         return problem
-    fetches = [name for name in calls.names() if name in FETCHES]
+    fetches = calls.fetches
     if isinstance(result, torch.Tensor):
         return failed(
             f"You returned a tensor ({result.device}), not a Python float.",
