@@ -7,10 +7,11 @@
     as in the original course) against the dataset kept as one tensor on the device and sliced into
     batches.
 
-Runs alternate (A, B, A, B, ...) so that a busy machine slows both alike; each figure is the median.
+Runs alternate (A, B, B, A, ...) so that a busy machine slows both alike; each rate is a median, each
+ratio the median of the pairwise ratios.
 
     python benchmarks/bench_training.py                 # best device, synthetic data unless CIFAR-10 downloads
-    python benchmarks/bench_training.py --device cpu --threads 1 --images 4096 --repeats 9
+    python benchmarks/bench_training.py --device cpu --threads 1 --images 1024 --repeats 21
 """
 
 from __future__ import annotations
@@ -50,23 +51,29 @@ def images_per_second(run, n_images: int, device) -> float:
     return n_images / (time.perf_counter() - start)
 
 
-def interleaved(runs: dict, n_images: int, device, repeats: int) -> dict[str, float]:
-    """Median images/s of each run, alternating between them; one untimed warm-up each."""
-    for run in runs.values():
-        run()
-    rates = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
+def interleaved(runs: dict, n_images: int, device, repeats: int) -> tuple[dict[str, float], float]:
+    """Median images/s of each of two runs, alternating between them, and the median of the pairwise ratios.
+
+    Each pair runs back to back, so a ratio compares the two under the same machine load; the median
+    of the ratios is robust to a busy machine. One untimed warm-up each.
+    """
+    (name_a, run_a), (name_b, run_b) = runs.items()
+    run_a(), run_b()
+    rates = {name_a: [], name_b: []}
+    for i in range(repeats):
+        order = [(name_a, run_a), (name_b, run_b)] if i % 2 == 0 else [(name_b, run_b), (name_a, run_a)]
+        for name, run in order:
             rates[name].append(images_per_second(run, n_images, device))
-    return {name: statistics.median(r) for name, r in rates.items()}
+    ratio = statistics.median(a / b for a, b in zip(rates[name_a], rates[name_b], strict=True))
+    return {name: statistics.median(r) for name, r in rates.items()}, ratio
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default=None, help="auto, cpu, cuda[:N], mps (default: COURSE_DEVICE or auto)")
-    p.add_argument("--images", type=int, default=2048, help="training images per timed epoch (default: 2048)")
+    p.add_argument("--images", type=int, default=512, help="training images per timed run (default: 512)")
     p.add_argument("--batch-size", type=int, default=64, help="batch size (default: 64, as the original)")
-    p.add_argument("--repeats", type=int, default=None, help="timed epochs per variant (default: 7; 3 with --quick)")
+    p.add_argument("--repeats", type=int, default=None, help="timed runs per variant (default: 15; 3 with --quick)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     p.add_argument("--quick", action="store_true", help="small synthetic data, 512 images, 3 repeats (for tests)")
     p.add_argument("--data-dir", default="data", help="where CIFAR-10 is (or is downloaded to)")
@@ -75,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         device = pick_device(args.device)
     except DeviceError as err:
         p.exit(2, f"{p.prog}: error: {err}\n")
-    repeats = args.repeats or (3 if args.quick else 7)
+    repeats = args.repeats or (3 if args.quick else 15)
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -92,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
 
     print(f"data: {data.name}, {n} training images, batch size {args.batch_size}")
-    print(f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, median of {repeats}")
+    print(
+        f"device: {device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {repeats} timed runs each"
+    )
 
     # (a) the course's loop against a bare loop, both over the on-device tensor
-    a = interleaved(
+    a, ratio_a = interleaved(
         {
             "course loop": lambda: train_one_epoch(model, on_device, loss_fn, optimizer, device, progress=True),
             "bare loop": lambda: bare_loop(model, on_device, loss_fn, optimizer),
@@ -104,19 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         device,
         repeats,
     )
-    ratio_a = a["course loop"] / a["bare loop"]
 
     # (b) where the batches come from, same (course) loop
-    b = interleaved(
+    b, ratio_b = interleaved(
         {
-            "DataLoader + ToTensor": lambda: train_one_epoch(model, loader, loss_fn, optimizer, device),
             "tensor on device": lambda: train_one_epoch(model, on_device, loss_fn, optimizer, device),
+            "DataLoader + ToTensor": lambda: train_one_epoch(model, loader, loss_fn, optimizer, device),
         },
         n,
         device,
         repeats,
     )
-    ratio_b = b["tensor on device"] / b["DataLoader + ToTensor"]
 
     print()
     print(f"{'variant':<26}{'images/s':>12}")

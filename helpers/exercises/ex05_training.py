@@ -1,0 +1,207 @@
+"""Checks for notebook 05's exercises (training Tudui on any device).
+
+Each check runs the learner's code on the course device and towards ``OTHER_DEVICE`` (meta): on a
+CPU-only machine a loop that still decides its device with ``torch.cuda.is_available()``, an input
+left behind, or a layer created inside ``forward`` all run by luck; on meta they fail.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from helpers.devices import pick_device
+from helpers.exercises import OTHER_DEVICE, failed, passed
+from helpers.exercises.ex03_devices import run_learner
+from helpers.models import Tudui, count_parameters
+
+
+def _devices(module: nn.Module) -> set[torch.device]:
+    return {t.device for t in list(module.parameters()) + list(module.buffers())}
+
+
+def _names(devices) -> str:
+    return ", ".join(sorted(map(str, devices)))
+
+
+def _batches(n_batches: int = 2, batch_size: int = 8):
+    gen = torch.Generator().manual_seed(0)
+    return [
+        (torch.rand(batch_size, 3, 32, 32, generator=gen), torch.randint(0, 10, (batch_size,), generator=gen))
+        for _ in range(n_batches)
+    ]
+
+
+METHOD1_HINT = (
+    "Method 1 uses the `device` argument everywhere: model = model.to(device); loss_fn = loss_fn.to(device); "
+    "in the loop imgs = imgs.to(device); targets = targets.to(device). No torch.cuda.is_available(), no .cuda()."
+)
+
+
+def method1_loop(fn) -> object:
+    """``fn(model, loss_fn, optimizer, train_dataloader, device)``: an epoch on ``device``, returns the last loss."""
+    for device in (pick_device(), OTHER_DEVICE):
+        torch.manual_seed(0)
+        model = Tudui()
+        before = copy.deepcopy(model)
+        loss_fn = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = _batches()
+        loss, problem = run_learner(
+            fn, model, loss_fn, optimizer, loader, device, when=f"Training on {device}", hint=METHOD1_HINT
+        )
+        where = _devices(model)
+        if problem is not None:
+            if where != {device}:
+                return failed(
+                    f"Asked to train on {device}, the model stayed on {_names(where)}: "
+                    "it was not moved with .to(device).",
+                    METHOD1_HINT,
+                )
+            return problem
+        if where != {device}:
+            return failed(
+                f"Asked to train on {device}, your model's parameters are on {_names(where)}. A method-2 loop "
+                "decides the device itself (torch.cuda.is_available() and .cuda()) and ignores `device`.",
+                METHOD1_HINT,
+            )
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            return failed(f"Return the last batch's loss (a 0-dim tensor), not {type(loss).__name__}.", "return loss")
+        if loss.device != device:
+            return failed(f"The returned loss is on {loss.device}, not {device}.", METHOD1_HINT)
+        if device.type != "meta":
+            if all(torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters(), strict=True)):
+                return failed(
+                    "The parameters did not change: the loop computed the loss but never updated the model.",
+                    "optimizer.zero_grad(); loss.backward(); optimizer.step() in every batch.",
+                )
+            if not torch.isfinite(loss):
+                return failed(f"The loss is {loss.item()}.", "Use the learning rate you were given.")
+    return passed(
+        "Method 1: one `device` decides where everything runs (the check ran it on the course device and on meta)."
+    )
+
+
+CLASS_COUNTS = [5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 500]
+"""A CIFAR-10 with its last class (truck) cut to a tenth: the rare class needs a bigger weight."""
+
+WEIGHTS_HINT = (
+    "weight = 1 / counts (as a float tensor), e.g. counts.sum() / (len(counts) * counts); then "
+    "nn.CrossEntropyLoss(weight=weight).to(device): the weight is a buffer, so .to() moves it."
+)
+
+
+def weighted_loss(fn) -> object:
+    """``fn(class_counts, device)`` returns a CrossEntropyLoss, class weights inverse to the counts, on ``device``."""
+    for device in (pick_device(), OTHER_DEVICE):
+        loss_fn, problem = run_learner(
+            fn, list(CLASS_COUNTS), device, when=f"Building the loss for {device}", hint=WEIGHTS_HINT
+        )
+        if problem is not None:
+            return problem
+        if not isinstance(loss_fn, nn.CrossEntropyLoss):
+            return failed(f"Return an nn.CrossEntropyLoss, not {type(loss_fn).__name__}.", WEIGHTS_HINT)
+        weight = loss_fn.weight
+        if weight is None:
+            return failed(
+                "Your loss has no class weights: nn.CrossEntropyLoss() weighs every class alike.", WEIGHTS_HINT
+            )
+        if weight.device != device:
+            return failed(
+                f"Asked for {device}, the class weights are on {weight.device}: outputs on {device} and "
+                "weights elsewhere fail with 'Expected all tensors to be on the same device'. Unlike the "
+                "plain loss, a weighted loss has something to move.",
+                WEIGHTS_HINT,
+            )
+        if weight.shape != (10,) or not weight.is_floating_point():
+            return failed(f"The weight must be 10 floats (one per class), got {tuple(weight.shape)} {weight.dtype}.")
+        if device.type != "meta":
+            w = weight.cpu().double()
+            product = w * torch.tensor(CLASS_COUNTS, dtype=torch.float64)
+            if w[9] <= w[0]:
+                return failed(
+                    "The rare class (truck, 500 images) got no more weight than the others: weights must be "
+                    "inversely proportional to the counts, not proportional.",
+                    WEIGHTS_HINT,
+                )
+            if not torch.allclose(product, product[0].expand(10), rtol=1e-4):
+                return failed(
+                    f"weight x count should be the same for every class, got {product.tolist()}.", WEIGHTS_HINT
+                )
+            outputs = torch.randn(4, 10, device=device)
+            targets = torch.tensor([0, 9, 3, 9], device=device)
+            _, problem = run_learner(loss_fn, outputs, targets, when="Calling your loss", hint=WEIGHTS_HINT)
+            if problem is not None:
+                return problem
+    return passed("The class weights are a buffer of the loss: .to(device) moved them, and the rare class counts more.")
+
+
+RELU_HINT = (
+    "Same layers as Tudui, with nn.ReLU() after each Conv2d (or each MaxPool2d) and after Linear(1024, 64); "
+    "no ReLU after the last Linear (its outputs are logits). Create every layer in __init__."
+)
+
+
+def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
+    """Names of the torch functions ``model(x)`` calls, in order (nn.ReLU and F.relu both show as relu)."""
+    from torch.overrides import TorchFunctionMode
+
+    names: list[str] = []
+
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        model(x)
+    return names
+
+
+def tudui_relu(cls) -> object:
+    """``cls()`` is Tudui with ReLU activations: same parameters, non-linear, logits out, moves with .to()."""
+    model, problem = run_learner(cls, when="Building your model", hint=RELU_HINT)
+    if problem is not None:
+        return problem
+    if not isinstance(model, nn.Module):
+        return failed("Your class must be an nn.Module.", RELU_HINT)
+    if count_parameters(model) != count_parameters(Tudui()):
+        return failed(
+            f"Your model has {count_parameters(model):,} parameters, Tudui has 145,578: ReLU adds none, so keep "
+            "the same convolutions and linear layers.",
+            RELU_HINT,
+        )
+    for device in (pick_device(), OTHER_DEVICE):
+        model.to(device)
+        x = torch.rand(2, 3, 32, 32, device=device)
+        try:
+            out = model(x)
+        except Exception as err:  # the learner's bug is the feedback
+            message = f"After model.to({device}), calling it on an input on {device} raised {type(err).__name__}: {err}"
+            if "device" in str(err) and _devices(model) == {device}:
+                message += (
+                    "\n  Every parameter is on the device, so the culprit is a layer or tensor created inside "
+                    "forward(): .to() only moves what __init__ registered."
+                )
+            return failed(message, RELU_HINT)
+        if not isinstance(out, torch.Tensor) or out.shape != (2, 10) or out.device != device:
+            got = f"{tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
+            return failed(f"Expected 2x10 outputs on {device}, got {got}.", RELU_HINT)
+    calls = [name for name in _calls(model, x) if name in ("relu", "relu_", "linear", "conv2d")]
+    relus = sum(name.startswith("relu") for name in calls)
+    if not relus:
+        return failed("Your model calls no ReLU: it is still linear between its layers.", RELU_HINT)
+    linears = [i for i, name in enumerate(calls) if name == "linear"]
+    if len(linears) >= 2 and not any(name.startswith("relu") for name in calls[linears[0] : linears[-1]]):
+        return failed(
+            "Nothing non-linear sits between the two Linear layers: two linear maps in a row are one linear map.",
+            RELU_HINT,
+        )
+    if calls[-1].startswith("relu"):
+        return failed(
+            "Your model ends with ReLU, so it can never output a negative logit.",
+            "Leave the last Linear layer's outputs as they are; CrossEntropyLoss applies softmax itself.",
+        )
+    return passed(f"Tudui with {relus} ReLU activations: the same 145,578 parameters, now non-linear.")
