@@ -46,11 +46,17 @@ def call_learner(fn, *args, when: str = "", hint: str = ""):
     """
     try:
         return fn(*args), None
-    except NotImplementedError:
-        return None, failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+    except NotImplementedError as err:
+        if not str(err):  # the starter's bare `raise NotImplementedError`
+            return None, failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+        error = err  # raised by torch itself, e.g. "Cannot copy out of meta tensor; no data!"
     except Exception as err:  # the learner's bug is the feedback
-        where = f"{when}, your" if when else "Your"
-        return None, failed(f"{where} code raised {type(err).__name__}: {err}", hint)
+        error = err
+    where = f"{when}, your" if when else "Your"
+    extra = ""
+    if "copy out of meta" in str(error):
+        extra = " A meta tensor has no data to copy: your code moved a tensor off the device it was given."
+    return None, failed(f"{where} code raised {type(error).__name__}: {error}{extra}", hint)
 
 
 OTHER_DEVICE = torch.device("meta")
