@@ -30,7 +30,7 @@ from helpers.config import DEVICE_ENV
 Status = Literal["OK", "WARN", "FAIL"]
 
 MIN_PYTHON = (3, 11)
-MIN_TORCH = (2, 6)  # keep in step with pyproject.toml (tests/test_doctor.py checks it)
+MIN_TORCH = (2, 7)  # keep in step with pyproject.toml (tests/test_doctor.py checks it)
 SMI_TIMEOUT_S = 10
 SELECTOR = "https://pytorch.org/get-started/locally/"
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
@@ -443,7 +443,7 @@ def _check_mps(facts: Facts) -> Check:
 
 def _check_accelerator(facts: Facts) -> Check:
     if not facts.accelerator_api:
-        return Check("OK", "torch.accelerator", "not in this PyTorch (added in torch 2.6)")
+        return Check("OK", "torch.accelerator", "not in this PyTorch (added in torch 2.6; the course needs 2.7)")
     current = facts.accelerator or "None (no accelerator in this build)"
     available = "" if facts.accelerator_available is None else f", is_available() = {facts.accelerator_available}"
     if facts.accelerator and facts.accelerator_available is False:

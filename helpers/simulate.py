@@ -1,7 +1,9 @@
 """Pretend to be another machine (no GPU, several GPUs, a Mac), for tests and exercise checks.
 
-Only the queries the course makes are faked (availability, counts, names, properties); no tensor
-can really be put on a simulated GPU.
+Only these queries are faked: ``torch.cuda`` is_available, device_count, current_device,
+get_device_name, get_device_properties; ``torch.backends.mps.is_available``; ``torch.version.cuda``;
+``torch.accelerator`` current_accelerator, is_available, device_count. No tensor can really be put
+on a simulated GPU.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def simulated_machine(
             name=f"{gpu_name} {index}", total_memory=memory_gib * 2**30, major=8, minor=9, multi_processor_count=108
         )
 
+    def accelerator(check_available: bool = False):
+        if cuda:
+            return torch.device("cuda")
+        if mps:
+            return torch.device("mps")
+        return torch.device("cuda") if cuda_build and not check_available else None
+
     patches = [
         mock.patch.object(torch.cuda, "is_available", lambda: cuda > 0),
         mock.patch.object(torch.cuda, "device_count", lambda: cuda),
@@ -39,6 +48,9 @@ def simulated_machine(
         mock.patch.object(torch.cuda, "get_device_name", lambda device=None: properties(device).name),
         mock.patch.object(torch.backends.mps, "is_available", lambda: mps),
         mock.patch.object(torch.version, "cuda", "12.6" if cuda_build else None),
+        mock.patch.object(torch.accelerator, "current_accelerator", accelerator),
+        mock.patch.object(torch.accelerator, "is_available", lambda: bool(cuda or mps)),
+        mock.patch.object(torch.accelerator, "device_count", lambda: cuda or int(mps)),
         mock.patch.dict("os.environ", {}),
     ]
     with contextlib.ExitStack() as stack:

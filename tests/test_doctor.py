@@ -243,7 +243,7 @@ def test_old_python_and_old_torch_fail():
     topics = by_topic(diagnose(replace(LAPTOP, python_version=(3, 10, 12), torch_version="2.5.1+cpu")))
     assert topics["Python"].status == "FAIL" and "environment.yml" in topics["Python"].fix
     assert topics["torch"].status == "FAIL"
-    assert '"torch>=2.6"' in topics["torch"].fix and "whl/cpu" in topics["torch"].fix
+    assert '"torch>=2.7"' in topics["torch"].fix and "whl/cpu" in topics["torch"].fix
 
 
 def test_render_indents_fixes_under_their_line():
