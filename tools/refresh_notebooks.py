@@ -3,8 +3,10 @@
     python tools/refresh_notebooks.py                       # every lesson and solutions notebook
     python tools/refresh_notebooks.py notebooks/01_*.ipynb  # some of them
 
-The stored outputs are always the CPU-fallback ones (CUDA is hidden while refreshing), so they are
-the same whoever refreshes them; tests/nbval_sanitize.cfg makes them compare equal on a GPU too.
+The stored outputs are always the CPU-fallback ones (on a machine with a GPU, the GPU is hidden while
+refreshing), so they are the same whoever refreshes them; tests/nbval_sanitize.cfg makes them compare
+equal on a GPU too. On a CPU-only machine nothing is hidden, so the stored outputs (the doctor's report,
+for one) show a plain machine rather than one with CUDA_VISIBLE_DEVICES set.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from nbclient import NotebookClient
 
 from tools import course
 
-MODE = {"COURSE_QUICK": "1", "COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+QUICK = {"COURSE_QUICK": "1"}
+HIDE_ACCELERATORS = {"COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -50,7 +53,11 @@ def refresh(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    os.environ.update(MODE)
+    os.environ.update(QUICK)
+    import torch
+
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        os.environ.update(HIDE_ACCELERATORS)
     paths = [Path(a).resolve() for a in argv] or course.all_notebooks()
     for path in paths:
         refresh(path)
