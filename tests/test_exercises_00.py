@@ -94,3 +94,9 @@ def test_quiz(capsys):
     assert "Not quite: b, c" in out and "restart the kernel" in out
     assert not check.visible_devices_quiz({"a": None, "b": True, "c": False, "d": True})
     assert not check.visible_devices_quiz({"a": True})
+
+
+def test_choose_device_with_torch_accelerator_passes():
+    assert check.choose_device(
+        lambda: torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
+    )

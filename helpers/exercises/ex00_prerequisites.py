@@ -79,7 +79,7 @@ CVD_SCENARIOS = {
 _CVD_ANSWERS = {"a": True, "b": True, "c": False, "d": True}
 _CVD_WHY = {
     "a": "Nothing has initialised CUDA yet, so the setting is read when it does.",
-    "b": "import torch does not initialise CUDA; the first CUDA query does.",
+    "b": "import torch does not initialise CUDA; is_available() or the first .cuda() does.",
     "c": "is_available() has already initialised CUDA in this process: the change is silently ignored "
     "(restart the kernel).",
     "d": "The kernel inherits the variable from the process that starts it.",
