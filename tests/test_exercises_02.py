@@ -1,5 +1,7 @@
 """The checks of notebook 02 accept right answers and explain typical wrong ones."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -50,6 +52,25 @@ def sum_on_device(losses):
     return total.item()
 
 
+def sum_in_place(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss.detach()
+    return total.item()
+
+
+def sum_without_grad(losses):
+    with torch.no_grad():
+        return sum(losses).item()
+
+
+def sum_keeps_graph(losses):
+    total = torch.zeros((), device=losses[0].device)
+    for loss in losses:
+        total += loss  # forgot .detach()
+    return total.item()
+
+
 def sum_item_every_step(losses):
     total = 0.0
     for loss in losses:
@@ -76,8 +97,10 @@ def sum_prints_every_step(losses):
     "fn",
     [
         sum_on_device,
-        lambda losses: torch.stack(losses).sum().item(),
-        lambda losses: sum(losses).item(),
+        sum_in_place,
+        sum_without_grad,
+        lambda losses: torch.stack(losses).detach().sum().item(),
+        lambda losses: sum(loss.detach() for loss in losses).item(),
         lambda losses: torch.stack(losses).detach().sum().cpu().item(),  # one copy, then a host read
         lambda losses: float(torch.stack(losses).detach().sum()),
     ],
@@ -96,11 +119,32 @@ def test_sum_losses_accepts(fn):
         (lambda losses: sum(loss.detach().cpu() for loss in losses).item(), "20 x .cpu()"),
         (lambda losses: losses[-1].item(), "The total is"),
         (lambda losses: int(sum(losses).item()), "not int"),
+        (lambda losses: torch.tensor(losses).sum().item(), "torch.tensor(losses) reads the 20 loss tensors"),
+        (lambda losses: torch.as_tensor(losses).sum().item(), "one copy to the host, and one wait, per loss"),
+        (lambda losses: sum(losses).item(), "tracked by autograd"),
+        (lambda losses: torch.stack(losses).sum().item(), "tracked by autograd"),
+        (lambda losses: sum(losses).detach().item(), "tracked by autograd"),
+        (sum_keeps_graph, "tracked by autograd"),
     ],
 )
 def test_sum_losses_rejects(fn, fragment, capsys):
     feedback = check.sum_losses(fn)
     assert not feedback and fragment in feedback.message
+
+
+def test_sum_losses_explains_the_warning_of_torch_tensor_without_passing_it_on(recwarn):
+    feedback = check.sum_losses(lambda losses: torch.tensor(losses).sum().item())
+    assert not feedback
+    assert not [w for w in recwarn if "requires_grad=True to a scalar" in str(w.message)]
+
+
+def test_sum_losses_passes_other_warnings_on():
+    def warns(losses):
+        warnings.warn("from the learner", UserWarning, stacklevel=1)
+        return sum_on_device(losses)
+
+    with pytest.warns(UserWarning, match="from the learner"):
+        assert check.sum_losses(warns)
 
 
 @pytest.mark.parametrize(

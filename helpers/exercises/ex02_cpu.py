@@ -8,6 +8,7 @@ code calls (a ``TorchFunctionMode``), to say what would fail or wait on a GPU.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -18,6 +19,8 @@ from helpers.exercises import call_learner, failed, passed
 
 FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__repr__", "__format__", "__str__"}
 """Tensor methods that copy values to the host (and so wait for the GPU)."""
+SUMS = {"__add__", "__radd__", "__iadd__", "add", "add_", "sum", "nansum"}
+"""Functions that add tensors up."""
 
 
 class _Calls(TorchFunctionMode):
@@ -27,6 +30,10 @@ class _Calls(TorchFunctionMode):
         super().__init__()
         self.calls: list[tuple[str, tuple, dict]] = []
         self.fetches: list[str] = []
+        self.tracked_sums: list[str] = []  # additions whose result autograd tracks (it requires grad)
+        self.per_element = 0  # tensors that torch.tensor / torch.as_tensor turned into numbers one by one
+        self.from_list = ""  # which of the two did
+        self.warnings: list[warnings.WarningMessage] = []
         self._host: list[torch.Tensor] = []  # results of a copy to the host, and tensors made from them
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -37,15 +44,34 @@ class _Calls(TorchFunctionMode):
         on_host = bool(args) and any(args[0] is h for h in self._host)
         if name in FETCHES and not on_host:  # .cpu().item() copies once, not twice
             self.fetches.append(name)
+        if name in SUMS and isinstance(result, torch.Tensor) and result.requires_grad:
+            self.tracked_sums.append(name)
+        if name in {"tensor", "as_tensor"} and args and isinstance(args[0], (list, tuple)):
+            self.per_element += _count_tensors(args[0])  # each one is read into a Python number
+            self.from_list = name
         if isinstance(result, torch.Tensor) and (on_host or _asks_for_host(name, args, kwargs)):
             self._host.append(result)
         return result
 
 
+def _count_tensors(data) -> int:
+    """How many tensors a (nested) list or tuple holds."""
+    if isinstance(data, torch.Tensor):
+        return 1
+    if isinstance(data, (list, tuple)):
+        return sum(_count_tensors(item) for item in data)
+    return 0
+
+
 def _run(fn, *args, when: str = "", hint: str = ""):
-    """call_learner inside a recorder: (result, problem, recorder)."""
-    with _Calls() as calls:
+    """call_learner inside a recorder: (result, problem, recorder). The recorder keeps the warnings raised."""
+    with warnings.catch_warnings(record=True) as caught, _Calls() as calls:
+        warnings.simplefilter("always")
         result, problem = call_learner(fn, *args, when=when, hint=hint)
+    calls.warnings = caught
+    for w in caught:  # pass the others on; sum_losses explains the per-element one itself
+        if not (calls.per_element and "requires_grad=True to a scalar" in str(w.message)):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return result, problem, calls
 
 
@@ -95,7 +121,8 @@ def _losses(device: torch.device, steps: int = 20) -> tuple[list[torch.Tensor], 
 
 
 def sum_losses(fn) -> object:
-    """``fn(losses)`` returns the total of per-step loss tensors as a Python float, fetched once."""
+    """``fn(losses)`` returns the total of per-step loss tensors as a Python float: added up outside
+    autograd, on the device, and fetched once."""
     device = pick_device()
     losses, expected = _losses(device)
     result, problem, calls = _run(fn, losses, when=f"With {len(losses)} losses on {device}")
@@ -111,12 +138,28 @@ def sum_losses(fn) -> object:
         return failed(f"Return a Python float, not {type(result).__name__}.", "total.item() gives a float.")
     if not math.isclose(result, expected, rel_tol=1e-6):
         return failed(f"The total is {result}, expected {expected}.", "Add every loss once.")
+    if calls.per_element > 1:
+        warned = [str(w.message).splitlines()[0] for w in calls.warnings if "requires_grad" in str(w.message)]
+        return failed(
+            f"Right total, but torch.{calls.from_list}(losses) reads the {calls.per_element} loss "
+            "tensors into Python numbers one by one: on a GPU that is one copy to the host, and one wait, per loss."
+            + (f' PyTorch also warned: "{warned[0]}"' if warned else ""),
+            "torch.stack(losses) joins tensors without leaving the device: torch.stack(losses).detach().sum().item().",
+        )
     if len(fetches) > 1:
         counts = ", ".join(f"{fetches.count(n)} x .{n}()" for n in sorted(set(fetches)))
         return failed(
             f"Right total, but your code copied values to the host {len(fetches)} times ({counts}). "
             "On a GPU each copy waits for all queued work to finish.",
             "total = total + loss.detach() keeps the sum on the device; call .item() once, after the loop.",
+        )
+    if calls.tracked_sums:
+        return failed(
+            "Right total, fetched once, but your sum is tracked by autograd: the losses require grad and were "
+            "added up without .detach(), so the sum built a graph of its own. In a training loop such a total "
+            "keeps every step's graph, and the tensors it saved, in memory for as long as it lives.",
+            "Detach before adding: sum(loss.detach() for loss in losses).item(), or "
+            "torch.stack(losses).detach().sum().item().",
         )
     return passed("Right total, summed on the device and fetched once.")
 
