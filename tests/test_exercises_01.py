@@ -32,6 +32,11 @@ def move_returns_nothing(t, device):
     t = t.to(device)
 
 
+def move_assigns_data(t, device):
+    t.data = t.data.to(device)  # moves t itself (where PyTorch allows it)
+    return t
+
+
 @pytest.mark.parametrize(
     "fn, fragment",
     [
@@ -39,11 +44,17 @@ def move_returns_nothing(t, device):
         (move_forgets_assignment, "you returned the original tensor"),
         (move_returns_nothing, "returned None"),
         (move_changes_dtype, "differs from the original"),
+        (move_assigns_data, "assigned t.data"),
     ],
 )
 def test_move_to_rejects(fn, fragment):
     feedback = check.move_to(fn)
     assert not feedback and fragment in feedback.message
+
+
+def test_move_to_does_not_blame_cuda_for_assigning_data():
+    feedback = check.move_to(move_assigns_data)
+    assert "Leave t alone" in feedback.message and ".cuda()" not in feedback.message
 
 
 def test_move_to_accepts_to_device():

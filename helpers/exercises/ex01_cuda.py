@@ -16,6 +16,11 @@ NO_GPU_HINT = (
     "If the message is about CUDA or an NVIDIA driver, you called .cuda(), which needs a usable GPU: "
     "write t.to(device), which goes wherever `device` says, on every machine."
 )
+DATA_HINT = (
+    "Assigning t.data swaps the memory under the tensor you were given, so the caller's tensor moves too "
+    "(nn.Module.to does that to parameters, a tensor needs no such trick), and PyTorch refuses it between "
+    "some devices. Leave t alone and return the new tensor: return t.to(device)."
+)
 FACTORY_HINT = (
     "torch.Tensor (capital T) only builds CPU tensors and .cuda() needs a GPU: write "
     "torch.tensor(values, dtype=torch.float32, device=device)."
@@ -34,13 +39,41 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return "meta" in (a.device.type, b.device.type) or torch.equal(a.cpu(), b.cpu())
 
 
+class _AssignedData:
+    """What ``_refusing_set_data`` returns when PyTorch refused ``t.data = ...``."""
+
+    def __init__(self, error: RuntimeError) -> None:
+        self.error = error
+
+
+def _refusing_set_data(fn):
+    """``fn``, but PyTorch's refusal of ``t.data = <tensor elsewhere>`` comes back as a value to explain."""
+
+    def run(*args):
+        try:
+            return fn(*args)
+        except RuntimeError as err:
+            if "set_data" not in str(err):
+                raise
+            return _AssignedData(err)
+
+    return run
+
+
 def move_to(fn) -> object:
     """``fn(t, device)`` returns ``t`` moved to ``device``; ``t`` itself stays where it was."""
     for device in _targets():
         t = torch.tensor([1.0, 2.0, 3.0])
-        result, problem = call_learner(fn, t, device, when=f"Moving a tensor to {device}", hint=NO_GPU_HINT)
+        result, problem = call_learner(
+            _refusing_set_data(fn), t, device, when=f"Moving a tensor to {device}", hint=NO_GPU_HINT
+        )
         if problem is not None:
             return problem
+        if isinstance(result, _AssignedData):
+            return failed(
+                f"Moving a tensor to {device}, your code assigned t.data and PyTorch refused: {result.error}",
+                DATA_HINT,
+            )
         if result is None:
             return failed("Your function returned None.", "End it with `return ...` and the moved tensor.")
         if not isinstance(result, torch.Tensor):
@@ -59,7 +92,10 @@ def move_to(fn) -> object:
                 )
             return failed(f"Asked for {device}, your tensor is on {result.device}.", "return t.to(device)")
         if t.device.type != "cpu":
-            return failed("The original tensor left the CPU.", "Leave t alone and return a new tensor: t.to(device).")
+            return failed(
+                "The original tensor left the CPU: your code changed t itself (assigning t.data does that).",
+                DATA_HINT,
+            )
         if not _same_values(result, t):
             return failed(
                 f"The moved tensor differs from the original: {result.dtype}, shape {tuple(result.shape)}.",
@@ -85,7 +121,8 @@ def float_tensor_on(fn) -> object:
             if result.device != device:
                 return failed(
                     f"Asked for {device}, your tensor is on {result.device}.",
-                    "Pass device=device to torch.tensor: the tensor is then created there, with no copy.",
+                    "Pass device=device to torch.tensor: it then copies the list's values to the device, in the "
+                    "same call.",
                 )
             if result.dtype != torch.float32:
                 hint = {
