@@ -61,10 +61,15 @@ def choose_checks_availability_itself(text):
     return choose_right(text)
 
 
+def choose_like_the_article(text):
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the text is never read
+
+
 @pytest.mark.parametrize(
     "fn, fragment",
     [
         (unwritten, "Not written yet"),
+        (choose_like_the_article, "ignores the user's text"),
         (choose_raw, "raised RuntimeError"),
         (choose_returns_string, "not a torch.device"),
         (choose_without_index, "has no index"),
@@ -107,6 +112,11 @@ def score_float32_weights(x):
     return (x * w).sum(-1)
 
 
+def score_casts_x(x):
+    w = torch.tensor([0.2, 0.3, 0.5], device=x.device)
+    return (x.float() * w).sum(-1)
+
+
 def score_moves_x_to_cpu(x):
     return (x.to("cpu") * torch.tensor([0.2, 0.3, 0.5], dtype=x.dtype)).sum(-1)
 
@@ -121,7 +131,8 @@ def score_wrong_axis(x):
         (unwritten, "Not written yet"),
         (score_weights_on_cpu, "device= lives on the CPU"),
         (score_forgets_assignment, "w = w.to(x.device)"),
-        (score_float32_weights, "dtype"),
+        (score_float32_weights, "Give the weights x's dtype"),
+        (score_casts_x, "Do not cast x" if pick_device().type != "mps" else "do not cast x"),
         (score_moves_x_to_cpu, "moved a tensor off the device"),
         (score_wrong_axis, "shape"),
     ],

@@ -52,6 +52,39 @@ class StandardizeOneBuffer(nn.Module):
         return (x - self.mean) / self.std
 
 
+class StandardizeNotPersistent(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.register_buffer("mean", mean, persistent=False)  # moves, but is not saved
+        self.register_buffer("std", std, persistent=False)
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
+class StandardizeStacked(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.register_buffer("stats", torch.stack([mean, std]))  # one buffer holding both
+
+    def forward(self, x):
+        return (x - self.stats[0]) / self.stats[1]
+
+
+class StandardizeNoTensors(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.stats = (mean.tolist(), std.tolist())  # Python numbers: nothing to move or save
+
+    def forward(self, x):
+        return (x - x.new_tensor(self.stats[0])) / x.new_tensor(self.stats[1])
+
+
+class StandardizeFetchesOutput(StandardizeRight):
+    def forward(self, x):
+        return super().forward(x).cpu()
+
+
 class StandardizeWrongFormula(StandardizeRight):
     def forward(self, x):
         return (x - self.mean) * self.std
@@ -66,11 +99,14 @@ class StandardizeMovesInput(StandardizeRight):
     "cls, fragment",
     [
         (Unwritten, "Not written yet"),
-        (StandardizePlainAttributes, "not buffers"),
+        (StandardizePlainAttributes, "self.mean, self.std are plain tensor attributes"),
         (StandardizeParameters, "nn.Parameter"),
-        (StandardizeOneBuffer, "not buffers"),
+        (StandardizeOneBuffer, "self.std is a plain tensor attribute, not a buffer"),
+        (StandardizeNoTensors, "not buffers"),
+        (StandardizeNotPersistent, "missing from state_dict()"),
         (StandardizeWrongFormula, "expected"),
         (StandardizeMovesInput, "moved a tensor off the device"),
+        (StandardizeFetchesOutput, "no .cpu() or .to() inside forward"),
     ],
 )
 def test_standardize_rejects(cls, fragment):
@@ -78,8 +114,14 @@ def test_standardize_rejects(cls, fragment):
     assert not feedback and fragment in feedback.message
 
 
-def test_standardize_accepts_buffers():
-    assert check.standardize(StandardizeRight)
+@pytest.mark.parametrize("cls", [StandardizeRight, StandardizeStacked])
+def test_standardize_accepts_buffers(cls):
+    assert check.standardize(cls)
+
+
+def test_standardize_hint_fits_a_fetched_output():
+    feedback = check.standardize(StandardizeFetchesOutput)
+    assert "register_buffer" not in feedback.message
 
 
 def unwritten(model, x, device):

@@ -13,25 +13,6 @@ from helpers.devices import DeviceError, pick_device
 from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
 from helpers.simulate import simulated_machine
 
-
-def run_learner(fn, *args, when: str = "", hint: str = ""):
-    """``call_learner``, except that a NotImplementedError raised by torch itself (e.g. "Cannot copy out
-    of meta tensor") is reported as the error it is, not as an unwritten exercise."""
-    try:
-        return fn(*args), None
-    except NotImplementedError as err:
-        if not str(err):  # the starter's bare `raise NotImplementedError`
-            return call_learner(fn, *args)
-        error = err
-    except Exception as err:  # the learner's bug is the feedback
-        error = err
-    where = f"{when}, your" if when else "Your"
-    extra = ""
-    if "copy out of meta" in str(error):
-        extra = " A meta tensor has no data to copy: your code moved a tensor off the device it was given."
-    return None, failed(f"{where} code raised {type(error).__name__}: {error}{extra}", hint)
-
-
 NORMALISE_HINT = (
     "Clean the text before anything reads it: drop every space (''.join(text.split())), lower-case it, "
     "turn a leading 'gpu' into 'cuda', then give it to pick_device(), which also checks the device is there."
@@ -49,6 +30,15 @@ def _chosen(fn, text: str, machine: str):
             "Return the torch.device that pick_device() gives you; code then compares it with tensor.device.",
         )
     return result, None
+
+
+def _ignores_text(fn) -> bool:
+    """True when ``fn`` gives the same answer for 'cpu' and 'cuda:1' on a machine with two GPUs."""
+    with simulated_machine(cuda=2):
+        try:
+            return fn("cpu") == fn("cuda:1")
+        except Exception:  # an error is a reaction to the text
+            return False
 
 
 def choose_device(fn) -> object:
@@ -69,6 +59,13 @@ def choose_device(fn) -> object:
         if problem is not None:
             return problem
         if result != expected:
+            if _ignores_text(fn):
+                return failed(
+                    f"On {machine}, text={text!r} should give {expected}, you returned {result}. Your function "
+                    "ignores the user's text: 'cpu' and 'cuda:1' give the same device.",
+                    "The article's one-liner decides the device by itself. Start from the text instead: "
+                    + NORMALISE_HINT,
+                )
             if result.type == expected.type and result.index is None:
                 hint = (
                     "torch.device('cuda') has no index and != torch.device('cuda:0'); pick_device('cuda') "
@@ -123,7 +120,7 @@ def weighted_score(fn) -> object:
         cases.insert(1, (device, torch.float64, f"x in float64 on {device}"))
     for where, dtype, label in cases:
         x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, -1.0]], dtype=dtype, device=where)
-        result, problem = run_learner(fn, x, when=f"With {label}", hint=MIXED_HINT)
+        result, problem = call_learner(fn, x, when=f"With {label}", hint=MIXED_HINT)
         if problem is not None:
             return problem
         if not isinstance(result, torch.Tensor):
@@ -134,10 +131,17 @@ def weighted_score(fn) -> object:
                 "Compute where x is: do not move x, create the weights on x.device.",
             )
         if result.dtype != x.dtype:
-            return failed(
-                f"With {label}, your result is {result.dtype}, not {x.dtype}.",
-                "Give the weights x's dtype too: dtype=x.dtype, or x.new_tensor([...]), which copies both.",
-            )
+            if x.dtype == torch.float64 and result.dtype == torch.float32:  # float32 weights would give float64
+                hint = (
+                    "Do not cast x (x.float() turns float64 into float32): compute in x's dtype and give the "
+                    "weights that dtype: dtype=x.dtype, or x.new_tensor([...])."
+                )
+            else:
+                hint = (
+                    "Give the weights x's dtype too: dtype=x.dtype, or x.new_tensor([...]), which copies both "
+                    "(and do not cast x itself)."
+                )
+            return failed(f"With {label}, your result is {result.dtype}, not {x.dtype}.", hint)
         if result.shape != (2,):
             return failed(f"With {label}, your result has shape {tuple(result.shape)}, not (2,).", "Sum over -1.")
         if where.type != "meta":

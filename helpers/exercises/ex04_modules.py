@@ -14,13 +14,18 @@ from torch import nn
 
 from helpers.devices import pick_device
 from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
-from helpers.exercises.ex03_devices import run_learner
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]
 BUFFER_HINT = (
     "In __init__: self.register_buffer('mean', mean) and self.register_buffer('std', std); forward then "
     "reads self.mean and self.std, which .to() moves with the module."
+)
+
+
+OFF_DEVICE_HINT = (
+    "Compute where x is and return the result there: no .cpu() or .to() inside forward; read the constants "
+    "from the module's buffers, which .to() has moved."
 )
 
 
@@ -42,31 +47,42 @@ def standardize(cls) -> object:
             "which would train your constants.",
             "Constants that must move with the model but never learn are buffers: " + BUFFER_HINT,
         )
-    if len(list(module.buffers())) < 2:
+    plain = sorted(name for name, value in vars(module).items() if isinstance(value, torch.Tensor))
+    if plain:
+        names = ", ".join(f"self.{name}" for name in plain)
+        what = "is a plain tensor attribute, not a buffer" if len(plain) == 1 else "are plain tensor attributes"
         return failed(
-            "mean and std are not buffers: module.buffers() does not list them, so .to(device) leaves them "
-            "where they were created (a plain tensor attribute does not move).",
+            f"{names} {what}: "
+            ".to(device) does not know about plain attributes and leaves them where they were created.",
             BUFFER_HINT,
+        )
+    if not list(module.buffers()):
+        return failed(
+            "mean and std are not buffers: module.buffers() lists nothing, so .to(device) has nothing to move and "
+            "state_dict() nothing to save.",
+            BUFFER_HINT,
+        )
+    unsaved = sorted(set(dict(module.named_buffers())) - set(module.state_dict()))
+    if unsaved:
+        return failed(
+            f"Buffer(s) {', '.join(unsaved)} are missing from state_dict() (persistent=False): a checkpoint would "
+            "not save the statistics the model was built with.",
+            "Drop persistent=False: a plain register_buffer(name, tensor) is saved with the model.",
         )
     for device in (pick_device(), OTHER_DEVICE):
         module.to(device)
         x = torch.tensor([[3.0, 6.0, 11.0], [1.0, 2.0, 3.0]], device=device)
-        result, problem = run_learner(
-            module, x, when=f"After module.to({device!s}), calling it on an input on {device}", hint=BUFFER_HINT
-        )
-        if problem is not None:
-            return problem
-        stale = {t.device for t in module.__dict__.values() if isinstance(t, torch.Tensor)}
+        when = f"After module.to({device!s}), calling it on an input on {device}"
+        try:
+            result = module(x)
+        except Exception as err:  # report it through call_learner, with the hint that fits
+            hint = OFF_DEVICE_HINT if "copy out of meta" in str(err) else BUFFER_HINT
+            return call_learner(module, x, when=when, hint=hint)[1]
         if not isinstance(result, torch.Tensor) or result.device != device:
             where = result.device if isinstance(result, torch.Tensor) else type(result).__name__
             return failed(
                 f"After module.to({device}) the output is on {where}.",
-                "forward must use self.mean and self.std (the buffers), nothing captured elsewhere. " + BUFFER_HINT,
-            )
-        if stale - {device}:
-            return failed(
-                f"After module.to({device}) a plain tensor attribute is still on {', '.join(sorted(map(str, stale)))}.",
-                BUFFER_HINT,
+                OFF_DEVICE_HINT,
             )
         if device.type != "meta":
             expected = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
@@ -75,7 +91,7 @@ def standardize(cls) -> object:
                     f"Standardize gave {result.cpu().tolist()}, expected {expected.tolist()}.", "(x - mean) / std"
                 )
     return passed(
-        "mean and std are buffers: they follow .to() (to meta too), appear in state_dict() and are never trained."
+        "The constants are buffers: they follow .to() (to meta too), are saved in state_dict() and are never trained."
     )
 
 
@@ -90,6 +106,9 @@ PREDICT_HINT = (
 )
 
 
+FETCH_HINT = "Return model(x) as it is, on the device: the caller decides when to fetch it (copy it to the CPU)."
+
+
 def predict(fn) -> object:
     """``fn(model, x, device)`` returns ``model(x)`` computed on ``device``, in eval mode, without gradients."""
     for device in (pick_device(), OTHER_DEVICE):
@@ -97,33 +116,25 @@ def predict(fn) -> object:
         reference = copy.deepcopy(model).eval()
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
         try:
-            result, error = fn(model, x, device), None
-        except NotImplementedError as err:
-            if not str(err):  # the starter's bare `raise NotImplementedError`
-                return call_learner(fn, model, x, device)[1]
-            result, error = None, f"Predicting on {device}, your code raised NotImplementedError: {err}"
-        except Exception as err:  # the learner's bug is the feedback
-            result, error = None, f"Predicting on {device}, your code raised {type(err).__name__}: {err}"
+            result = fn(model, x, device)
+        except Exception as err:  # report it through call_learner (on a fresh model), with the hint that fits
+            moved = _devices(model)
+            if moved != {device}:
+                hint = (
+                    f"Your model's parameters are on {', '.join(sorted(map(str, moved)))}, not on {device}: the "
+                    "model was not moved. " + PREDICT_HINT
+                )
+            elif "copy out of meta" in str(err):
+                hint = FETCH_HINT
+            elif "device" in str(err):
+                hint = (
+                    f"The model is on {device}, the input is not: move the input too, and keep the new tensor "
+                    "(x.to(device) returns it; x itself does not change). " + PREDICT_HINT
+                )
+            else:
+                hint = PREDICT_HINT
+            return call_learner(fn, _tiny_classifier(), x, device, when=f"Predicting on {device}", hint=hint)[1]
         model_devices = _devices(model)
-        if error and model_devices != {device}:
-            return failed(
-                f"{error}\n  Your model's parameters are on {', '.join(sorted(map(str, model_devices)))}, "
-                f"not on {device}: the model was not moved.",
-                PREDICT_HINT,
-            )
-        if error and "copy out of meta" in error:
-            return failed(
-                f"{error}\n  A meta tensor has no data to copy: your code moved a tensor off {device}.",
-                "Return model(x) as it is, on the device: the caller decides when to fetch it with .cpu().",
-            )
-        if error and "device" in error:
-            return failed(
-                f"{error}\n  The model is on {device}, the input is not: move the input too, and keep the new "
-                "tensor (x.to(device) returns it; x itself does not change).",
-                PREDICT_HINT,
-            )
-        if error:
-            return failed(error, PREDICT_HINT)
         if model_devices != {device}:
             return failed(
                 f"Asked for {device}, your model's parameters are on {', '.join(sorted(map(str, model_devices)))}.",
@@ -134,7 +145,7 @@ def predict(fn) -> object:
         if result.device != device:
             return failed(
                 f"Asked for {device}, your output is on {result.device}.",
-                "Return model(x) as it is: the caller decides when to fetch it with .cpu().",
+                FETCH_HINT,
             )
         if model.training:
             return failed(

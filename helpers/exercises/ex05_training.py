@@ -13,8 +13,7 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, failed, passed
-from helpers.exercises.ex03_devices import run_learner
+from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
 from helpers.models import Tudui, count_parameters
 
 
@@ -49,7 +48,7 @@ def method1_loop(fn) -> object:
         loss_fn = nn.CrossEntropyLoss()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         loader = _batches()
-        loss, problem = run_learner(
+        loss, problem = call_learner(
             fn, model, loss_fn, optimizer, loader, device, when=f"Training on {device}", hint=METHOD1_HINT
         )
         where = _devices(model)
@@ -96,7 +95,7 @@ WEIGHTS_HINT = (
 def weighted_loss(fn) -> object:
     """``fn(class_counts, device)`` returns a CrossEntropyLoss, class weights inverse to the counts, on ``device``."""
     for device in (pick_device(), OTHER_DEVICE):
-        loss_fn, problem = run_learner(
+        loss_fn, problem = call_learner(
             fn, list(CLASS_COUNTS), device, when=f"Building the loss for {device}", hint=WEIGHTS_HINT
         )
         if problem is not None:
@@ -132,7 +131,7 @@ def weighted_loss(fn) -> object:
                 )
             outputs = torch.randn(4, 10, device=device)
             targets = torch.tensor([0, 9, 3, 9], device=device)
-            _, problem = run_learner(loss_fn, outputs, targets, when="Calling your loss", hint=WEIGHTS_HINT)
+            _, problem = call_learner(loss_fn, outputs, targets, when="Calling your loss", hint=WEIGHTS_HINT)
             if problem is not None:
                 return problem
     return passed("The class weights are a buffer of the loss: .to(device) moved them, and the rare class counts more.")
@@ -162,7 +161,7 @@ def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
 
 def tudui_relu(cls) -> object:
     """``cls()`` is Tudui with ReLU activations: same parameters, non-linear, logits out, moves with .to()."""
-    model, problem = run_learner(cls, when="Building your model", hint=RELU_HINT)
+    model, problem = call_learner(cls, when="Building your model", hint=RELU_HINT)
     if problem is not None:
         return problem
     if not isinstance(model, nn.Module):
