@@ -13,6 +13,8 @@ Progress bars (tqdm.auto) and TensorBoard (only when ``tensorboard`` is installe
 from __future__ import annotations
 
 import importlib.util
+import sys
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -86,12 +88,27 @@ class TensorBatches:
                 yield self.images[start : start + self.batch_size], self.labels[start : start + self.batch_size]
 
 
+def _tqdm():
+    """tqdm.auto's class, without its warning when a notebook lacks ipywidgets (it names a local path)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
+    return tqdm
+
+
+def _text_bars_in_notebook() -> bool:
+    """True in Jupyter without ipywidgets: text bars there print a line per update, so nest none."""
+    if "ipykernel" not in sys.modules:
+        return False
+    from tqdm.notebook import tqdm as widget_tqdm
+
+    return not issubclass(_tqdm(), widget_tqdm)
+
+
 def _bar(iterable, total: int | None, desc: str, progress: bool, leave: bool = False):
     if not progress:
         return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, leave=leave, mininterval=0.5)
+    return _tqdm()(iterable, total=total, desc=desc, leave=leave, mininterval=0.5)
 
 
 def train_one_epoch(model: nn.Module, loader: Iterable, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
@@ -180,9 +197,10 @@ def fit(
         history.data_name = data_name
     first = (history.epochs[-1] + 1) if history.epochs else 1
     epoch_range = range(first, first + epochs)
+    batch_bars = progress and not _text_bars_in_notebook()
     for epoch in _bar(epoch_range, epochs, "epochs", progress, leave=True):
-        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, progress, f"epoch {epoch}")
-        test_loss, test_acc = evaluate(model, test_loader, loss_fn, device, progress, f"test {epoch}")
+        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, batch_bars, f"epoch {epoch}")
+        test_loss, test_acc = evaluate(model, test_loader, loss_fn, device, batch_bars, f"test {epoch}")
         history.add(epoch, train_loss, test_loss, test_acc)
         if writer is not None:
             writer.add_scalar("train_loss", train_loss, epoch)
