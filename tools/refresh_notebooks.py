@@ -47,7 +47,6 @@ def refresh(path: Path) -> None:
     client.execute()
     trim_traceback(nb)
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nb.metadata.pop("widgets", None)
     path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
     print(f"refreshed {course.repo_path(path)} in {time.perf_counter() - start:.1f} s")
 
