@@ -106,9 +106,19 @@ def _text_bars_in_notebook() -> bool:
 
 
 def _bar(iterable, total: int | None, desc: str, progress: bool, leave: bool = False):
+    """Yield from ``iterable``, with a progress bar when ``progress``.
+
+    The bar is given ``total`` and updated by hand, never handed the iterable: in a terminal
+    tqdm.auto's class calls ``iter()`` on what it wraps, and a second ``iter(loader)`` draws from
+    the global RNG (shuffled order) and starts the loader's workers twice.
+    """
     if not progress:
-        return iterable
-    return _tqdm()(iterable, total=total, desc=desc, leave=leave, mininterval=0.5)
+        yield from iterable
+        return
+    with _tqdm()(total=total, desc=desc, leave=leave, mininterval=0.5) as bar:
+        for item in iterable:
+            yield item
+            bar.update(1)
 
 
 def train_one_epoch(model: nn.Module, loader: Iterable, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,

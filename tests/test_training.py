@@ -87,3 +87,24 @@ def test_timeit_warms_up_and_takes_the_median():
     result = timeit(lambda: calls.append(1), "cpu", repeats=3, warmup=2)
     assert len(calls) == 5 and isinstance(result, Timing) and len(result.times) == 3
     assert result.median == sorted(result.times)[1]
+
+
+def test_progress_bars_do_not_change_the_data_order(tensors, monkeypatch):
+    """A bar that called iter(loader) itself would draw from the global RNG and reshuffle the data."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    monkeypatch.setattr(training, "_text_bars_in_notebook", lambda: False)  # batch bars on, as in a terminal
+
+    (x, y), (xt, yt) = tensors
+    results = []
+    for progress in (False, True):
+        torch.manual_seed(0)
+        model = Tudui()
+        train = DataLoader(TensorDataset(x[:96], y[:96]), batch_size=32, shuffle=True)
+        test = DataLoader(TensorDataset(xt[:32], yt[:32]), batch_size=32)
+        hist = fit(model, train, test, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01), CPU,
+                   2, progress=progress)  # fmt: skip
+        results.append((hist.train_loss, [p.detach().clone() for p in model.parameters()]))
+    (loss0, params0), (loss1, params1) = results
+    assert loss0 == loss1
+    assert all(torch.equal(p, q) for p, q in zip(params0, params1, strict=True))
