@@ -5,8 +5,10 @@
   one was: the old file stays until the new one is complete.
 - :func:`load` uses ``map_location`` (a checkpoint written on a GPU opens on a CPU-only machine) and
   ``weights_only=True`` (tensors and plain containers only: no code runs while loading).
-- :func:`save_training` / :func:`resume_training` keep model, optimizer, epoch and history together;
-  the optimizer's state (e.g. SGD momentum) lands on the device training resumes on.
+- :func:`save_training` / :func:`resume_training` keep model, optimizer, epoch and history together.
+  ``Optimizer.load_state_dict`` itself puts each state tensor (e.g. SGD momentum) on the device of
+  the parameter it belongs to, so the model must be on its device *before* the optimizer is
+  loaded: moving the model afterwards leaves the optimizer's state behind.
 """
 
 from __future__ import annotations
@@ -65,13 +67,35 @@ def resume_training(path: str | Path, model: nn.Module, optimizer: torch.optim.O
                     device: torch.device | str) -> dict:  # fmt: skip
     """Load a :func:`save_training` checkpoint into ``model`` (already on ``device``) and ``optimizer``.
 
-    Tensors are mapped to ``device``, whatever device saved them, so the optimizer's state sits
-    beside the parameters it updates. Returns the checkpoint dict (``epoch``, ``history``, ...).
+    The file is opened with ``map_location="cpu"``, which only decides where its tensors are
+    first read (any checkpoint opens on any machine). ``model.load_state_dict`` copies into the
+    parameters where they are, and ``optimizer.load_state_dict`` moves each state tensor to its
+    parameter's device. So the one rule is the order: model on ``device`` first, then load; a
+    model moved after its optimizer was loaded leaves the optimizer's state on the old device.
+    Raises ValueError when the model is not on ``device``. Returns the checkpoint dict.
     """
-    state = load(path, map_location=device)
+    device = torch.device(device)
+    where = {p.device for p in model.parameters()}
+    if any(not _same_device(d, device) for d in where):
+        raise ValueError(
+            f"Move the model to {device} before resume_training (it is on {', '.join(sorted(map(str, where)))}): "
+            "the optimizer's state follows the parameters' device when it is loaded."
+        )
+    state = load(path, map_location="cpu")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return state
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` (no index) names the current GPU, ``mps`` the only one."""
+
+    def full(d: torch.device) -> torch.device:
+        if d.index is None and d.type == "cuda" and torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device(d.type, 0) if d.index is None and d.type in ("cuda", "mps") else d
+
+    return full(a) == full(b)
 
 
 def optimizer_state_devices(optimizer: torch.optim.Optimizer) -> set[torch.device]:

@@ -96,3 +96,25 @@ def test_resume_restores_model_optimizer_and_moves_state(tmp_path):
         o.step()
     for p, q in zip(model.parameters(), model2.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_optimizer_state_follows_the_parameters_and_order_matters(tmp_path):
+    """load_state_dict puts the state where the parameters are; moving the model afterwards leaves it behind."""
+    model = Tudui()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    nn.functional.cross_entropy(model(torch.randn(4, 3, 32, 32)), torch.tensor([0, 1, 2, 3])).backward()
+    opt.step()
+    path = checkpoints.save_training(tmp_path / "train.pt", model, opt, epoch=1)
+
+    meta_model = Tudui().to("meta")  # a device that is not the CPU
+    meta_opt = torch.optim.SGD(meta_model.parameters(), lr=0.01, momentum=0.9)
+    checkpoints.resume_training(path, meta_model, meta_opt, "meta")
+    assert checkpoints.optimizer_state_devices(meta_opt) == {torch.device("meta")}
+
+    late = Tudui()
+    late_opt = torch.optim.SGD(late.parameters(), lr=0.01, momentum=0.9)
+    late_opt.load_state_dict(torch.load(path, weights_only=True)["optimizer"])
+    late.to("meta")  # the pitfall: moved after the optimizer was loaded
+    assert checkpoints.optimizer_state_devices(late_opt) == {torch.device("cpu")}
+    with pytest.raises(ValueError, match="before resume_training"):
+        checkpoints.resume_training(path, Tudui(), torch.optim.SGD(Tudui().parameters(), lr=0.01), "meta")
