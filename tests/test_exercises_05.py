@@ -52,6 +52,26 @@ def loop_inputs_not_kept(model, loss_fn, optimizer, train_dataloader, device):
     return loss
 
 
+def loop_labels_not_moved(model, loss_fn, optimizer, train_dataloader, device):
+    model.to(device)
+    for imgs, targets in train_dataloader:
+        loss = loss_fn(model(imgs.to(device)), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+def loop_inputs_not_moved(model, loss_fn, optimizer, train_dataloader, device):
+    model.to(device)
+    for imgs, targets in train_dataloader:
+        loss = loss_fn(model(imgs), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
 def loop_no_step(model, loss_fn, optimizer, train_dataloader, device):
     model.to(device)
     for imgs, targets in train_dataloader:
@@ -68,7 +88,9 @@ def loop_returns_item(model, loss_fn, optimizer, train_dataloader, device):
     [
         (unwritten, "Not written yet"),
         (loop_method2, "A method-2 loop decides the device itself"),
-        (loop_inputs_not_kept, "is not on the expected device"),
+        (loop_inputs_not_kept, "the inputs and the labels of each batch stayed"),
+        (loop_labels_not_moved, "but the labels of each batch stayed"),
+        (loop_inputs_not_moved, "but the inputs of each batch stayed"),
         (loop_no_step, "The parameters did not change"),
         (loop_returns_item, "not float"),
     ],
@@ -102,6 +124,10 @@ def loss_proportional(class_counts, device):
     return nn.CrossEntropyLoss(weight=torch.tensor(class_counts, dtype=torch.float32)).to(device)
 
 
+def loss_float64(class_counts, device):
+    return nn.CrossEntropyLoss(weight=1.0 / torch.tensor(class_counts, dtype=torch.float64)).to(device)
+
+
 def loss_unweighted(class_counts, device):
     return nn.CrossEntropyLoss().to(device)
 
@@ -118,6 +144,7 @@ def test_weighted_loss_accepts(fn):
         (loss_not_moved, "the class weights are on cpu"),
         (loss_proportional, "inversely proportional"),
         (loss_unweighted, "no class weights"),
+        (loss_float64, "dtype=torch.float32"),
     ],
 )
 def test_weighted_loss_rejects(fn, fragment, capsys):
@@ -169,6 +196,25 @@ class ReluOnlyInConvs(TuduiReLU):
         del self.model[11]  # the ReLU between the Linear layers
 
 
+class SigmoidInstead(TuduiReLU):
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Sequential(*[nn.Sigmoid() if isinstance(m, nn.ReLU) else m for m in self.model])
+
+
+class SoftmaxAtTheEnd(TuduiReLU):
+    def __init__(self):
+        super().__init__()
+        self.model.append(nn.Softmax(dim=1))
+
+
+class OneReluOnly(TuduiReLU):
+    def __init__(self):
+        super().__init__()
+        for i in (7, 4, 1):  # keep only the ReLU between the Linear layers
+            del self.model[i]
+
+
 class LayerInForward(TuduiFunctional):
     def forward(self, x):
         x = self.model[:-1](x)
@@ -184,8 +230,9 @@ class WiderHead(TuduiReLU):
 
 
 @pytest.mark.parametrize("cls", [TuduiReLU, TuduiFunctional])
-def test_relu_accepts(cls):
+def test_relu_accepts(cls, capsys):
     assert check.tudui_relu(cls)
+    assert "with 4 ReLU activations" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -194,6 +241,9 @@ def test_relu_accepts(cls):
         (unwritten, "Not written yet"),
         (ReluAtTheEnd, "ends with ReLU"),
         (ReluOnlyInConvs, "between the two Linear layers"),
+        (SigmoidInstead, "uses sigmoid, not ReLU"),
+        (SoftmaxAtTheEnd, "ends with softmax"),
+        (OneReluOnly, "No ReLU after convolution 1, convolution 2, convolution 3"),
         (LayerInForward, "created inside forward()"),
         (WiderHead, "parameters"),
     ],

@@ -41,25 +41,38 @@ METHOD1_HINT = (
 
 def method1_loop(fn) -> object:
     """``fn(model, loss_fn, optimizer, train_dataloader, device)``: an epoch on ``device``, returns the last loss."""
-    for device in (pick_device(), OTHER_DEVICE):
+    meta_error = None
+    for device in (OTHER_DEVICE, pick_device()):  # meta first: the same feedback on every machine
         torch.manual_seed(0)
         model = Tudui()
         before = copy.deepcopy(model)
         loss_fn = nn.CrossEntropyLoss()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         loader = _batches()
-        loss, problem = call_learner(
-            fn, model, loss_fn, optimizer, loader, device, when=f"Training on {device}", hint=METHOD1_HINT
-        )
+        loss, error = _quietly(fn, model, loss_fn, optimizer, loader, device)
         where = _devices(model)
-        if problem is not None:
+        if error is not None:
+            if isinstance(error, NotImplementedError) and not str(error):  # the starter: "Not written yet"
+                return call_learner(fn, model, loss_fn, optimizer, _batches(), device, hint=METHOD1_HINT)[1]
             if where != {device}:
                 return failed(
                     f"Asked to train on {device}, the model stayed on {_names(where)}: "
                     "it was not moved with .to(device).",
                     METHOD1_HINT,
                 )
-            return problem
+            left = _left_behind(fn, device)
+            if left:
+                keep = {"inputs": "imgs = imgs.to(device)", "labels": "targets = targets.to(device)"}
+                fixes = "; ".join(keep[name] for name in left)
+                return failed(
+                    f"The model is on {device}, but the {' and the '.join(left)} of each batch stayed where the "
+                    f"DataLoader made them. Tensor.to() returns a moved copy: keep it ({fixes}).",
+                    METHOD1_HINT,
+                )
+            if device == OTHER_DEVICE:  # e.g. .item() on meta: the course device's checks say more
+                meta_error = error
+                continue
+            return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", METHOD1_HINT)
         if where != {device}:
             return failed(
                 f"Asked to train on {device}, your model's parameters are on {_names(where)}. A method-2 loop "
@@ -78,9 +91,40 @@ def method1_loop(fn) -> object:
                 )
             if not torch.isfinite(loss):
                 return failed(f"The loss is {loss.item()}.", "Use the learning rate you were given.")
+    if meta_error is not None:
+        model = Tudui()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        return call_learner(fn, model, nn.CrossEntropyLoss(), optimizer, _batches(), OTHER_DEVICE,
+                            when=f"Training on {OTHER_DEVICE}", hint=METHOD1_HINT)[1]  # fmt: skip
     return passed(
         "Method 1: one `device` decides where everything runs (the check ran it on the course device and on meta)."
     )
+
+
+def _quietly(fn, *args):
+    """(result, None) or (None, the exception), printing nothing."""
+    try:
+        return fn(*args), None
+    except Exception as err:  # the learner's bug, diagnosed by the caller
+        return None, err
+
+
+def _left_behind(fn, device: torch.device) -> list[str]:
+    """Which of "inputs" and "labels" ``fn`` leaves off ``device``: rerun it with the other one already there."""
+
+    def fails(batches) -> bool:
+        model = Tudui()
+        _, error = _quietly(fn, model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01),
+                            batches, device)  # fmt: skip
+        return error is not None and _devices(model) == {device}
+
+    if fails([tuple(t.to(device) for t in b) for b in _batches()]):
+        return []  # fails even with everything in place: something else is wrong
+    return [
+        name
+        for name, moved in (("inputs", 1), ("labels", 0))  # pre-place the other one; fails if `name` is not moved
+        if fails([tuple(t.to(device) if i == moved else t for i, t in enumerate(b)) for b in _batches()])
+    ]
 
 
 CLASS_COUNTS = [5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 5000, 500]
@@ -116,6 +160,12 @@ def weighted_loss(fn) -> object:
             )
         if weight.shape != (10,) or not weight.is_floating_point():
             return failed(f"The weight must be 10 floats (one per class), got {tuple(weight.shape)} {weight.dtype}.")
+        if weight.dtype != torch.float32:
+            return failed(
+                f"The class weights are {weight.dtype}, the model's outputs float32: the loss would raise "
+                "'expected scalar type Float but found Double'.",
+                "Build them as float32: torch.tensor(class_counts, dtype=torch.float32), or .float().",
+            )
         if device.type != "meta":
             w = weight.cpu().double()
             product = w * torch.tensor(CLASS_COUNTS, dtype=torch.float64)
@@ -141,6 +191,9 @@ RELU_HINT = (
     "Same layers as Tudui, with nn.ReLU() after each Conv2d (or each MaxPool2d) and after Linear(1024, 64); "
     "no ReLU after the last Linear (its outputs are logits). Create every layer in __init__."
 )
+
+
+OTHER_ACTIVATIONS = ("sigmoid", "tanh", "gelu", "leaky_relu", "elu", "silu", "softplus", "hardtanh")
 
 
 def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
@@ -188,19 +241,38 @@ def tudui_relu(cls) -> object:
         if not isinstance(out, torch.Tensor) or out.shape != (2, 10) or out.device != device:
             got = f"{tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
             return failed(f"Expected 2x10 outputs on {device}, got {got}.", RELU_HINT)
-    calls = [name for name in _calls(model, x) if name in ("relu", "relu_", "linear", "conv2d")]
+    names = _calls(model, x)
+    others = sorted({name for name in names if name in OTHER_ACTIVATIONS})
+    if names and names[-1] in ("softmax", "log_softmax"):
+        return failed(
+            f"Your model ends with {names[-1]}: its outputs must be logits (raw scores).",
+            "Remove the final Softmax; nn.CrossEntropyLoss applies log-softmax itself.",
+        )
+    calls = [name for name in names if name in ("relu", "relu_", "linear", "conv2d")]
     relus = sum(name.startswith("relu") for name in calls)
     if not relus:
+        if others:
+            return failed(f"Your model uses {', '.join(others)}, not ReLU: the exercise asks for nn.ReLU().", RELU_HINT)
         return failed("Your model calls no ReLU: it is still linear between its layers.", RELU_HINT)
-    linears = [i for i, name in enumerate(calls) if name == "linear"]
+    if calls[-1].startswith("relu"):
+        return failed(
+            "Your model ends with ReLU, so it can never output a negative logit.",
+            "Leave the last Linear layer's outputs as they are; CrossEntropyLoss applies softmax itself.",
+        )
+    layers = [i for i, name in enumerate(calls) if name in ("conv2d", "linear")]
+    missing = [
+        f"{'convolution' if calls[a] == 'conv2d' else 'Linear'} {sum(calls[k] == calls[a] for k in layers[: n + 1])}"
+        for n, (a, b) in enumerate(zip(layers, layers[1:], strict=False))
+        if not any(name.startswith("relu") for name in calls[a:b])
+    ]
+    linears = [i for i in layers if calls[i] == "linear"]
     if len(linears) >= 2 and not any(name.startswith("relu") for name in calls[linears[0] : linears[-1]]):
         return failed(
             "Nothing non-linear sits between the two Linear layers: two linear maps in a row are one linear map.",
             RELU_HINT,
         )
-    if calls[-1].startswith("relu"):
+    if missing:
         return failed(
-            "Your model ends with ReLU, so it can never output a negative logit.",
-            "Leave the last Linear layer's outputs as they are; CrossEntropyLoss applies softmax itself.",
+            f"No ReLU after {', '.join(missing)}: the exercise asks for one after every convolution.", RELU_HINT
         )
     return passed(f"Tudui with {relus} ReLU activations: the same 145,578 parameters, now non-linear.")
