@@ -162,23 +162,32 @@ def load_cifar10(
     """Real CIFAR-10 when it can be had, else the synthetic fallback (always in quick mode).
 
     ``root`` is relative to the working directory (``data/`` is git-ignored). A failed or
-    interrupted download is cleaned up, so the next call starts afresh.
+    interrupted download is cleaned up, so the next call starts afresh; a ``root`` folder this call
+    created and left empty is removed. Ctrl-C during the download cleans up, then re-raises.
     """
     quick = quick_mode() if quick is None else quick
     transform = transform if transform is not None else to_tensor_transform()
     if quick:
         data = synthetic(True, transform, reason="quick mode")
         if verbose:
-            print(f"Quick mode: using the {SYNTHETIC_NAME}; run without COURSE_QUICK to train on CIFAR-10.")
+            print(
+                f"Quick mode (--quick or COURSE_QUICK=1): using the {SYNTHETIC_NAME}; "
+                "run without them to train on CIFAR-10."
+            )
         return data
     root = Path(root)
+    created = not root.exists()
     try:
         return _real_cifar10(root, transform)
-    except Exception as err:  # offline, interrupted, corrupt: all fall back the same way
+    except BaseException as err:  # offline, interrupted, corrupt: all fall back the same way
         try:
             _remove_partial_download(root)
+            if created and root.is_dir() and not any(root.iterdir()):
+                root.rmdir()
         except OSError:
             pass
+        if not isinstance(err, Exception):  # Ctrl-C (KeyboardInterrupt), SystemExit: cleaned up, passed on
+            raise
         reason = f"{type(err).__name__}: {err}".replace("\n", " ")
         if len(reason) > 120:
             reason = reason[:117] + "..."

@@ -22,7 +22,9 @@ examples:
   python -m helpers.train_tudui --quick              # seconds, synthetic data (what the tests run)
 
 Run the same command again to resume: --epochs is the total to reach, so an interrupted run
-(Ctrl-C) carries on from its last completed epoch, on whatever device it now runs on.
+(Ctrl-C) carries on from its last completed epoch, on whatever device it now runs on, with the
+data order it would have had. Resuming needs the same data (quick or full), --lr, --momentum and
+--batch-size as the checkpoint; the command refuses a mismatch (use --no-resume to start afresh).
 Without internet, CIFAR-10 cannot be downloaded: the command trains on a synthetic CIFAR-shaped
 dataset instead and labels every result with it.
 """
@@ -94,12 +96,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--epochs and --batch-size must be at least 1")
 
     torch.manual_seed(args.seed)
-    data = load_cifar10(args.data_dir, quick=quick)
+    try:
+        data = load_cifar10(args.data_dir, quick=quick)
+    except KeyboardInterrupt:
+        print("\ninterrupted while getting CIFAR-10: the partial download was removed; run again.", file=sys.stderr)
+        return 130
     print(f"data: {data.description}")
     print(f"device: {device}")
 
+    gen = torch.Generator().manual_seed(args.seed)
     if args.preload:
-        gen = torch.Generator().manual_seed(args.seed)
         train_loader = TensorBatches(*as_tensors(data.train, device), args.batch_size, shuffle=True, generator=gen)
         test_loader = TensorBatches(*as_tensors(data.test, device), args.batch_size)
     else:
@@ -110,19 +116,31 @@ def main(argv: list[str] | None = None) -> int:
     loss_fn = nn.CrossEntropyLoss().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
+    settings = {
+        "data_name": data.name,
+        "data_sizes": [len(data.train), len(data.test)],
+        "lr": args.lr,
+        "momentum": args.momentum,
+        "batch_size": args.batch_size,
+    }
     history = History(data_name=data.name)
     done = 0
     if args.checkpoint and not args.no_resume:
         from pathlib import Path
 
         if Path(args.checkpoint).exists():
-            state = checkpoints.resume_training(args.checkpoint, model, optimizer, device)
-            if state.get("data_name") != data.name:
+            state = checkpoints.load(args.checkpoint)
+            mismatch = _mismatch(state, settings)
+            if mismatch:
                 parser.exit(
                     2,
-                    f"{parser.prog}: error: {args.checkpoint} was trained on {state.get('data_name')!r}, "
-                    f"this run has {data.name!r}. Use --no-resume or another --checkpoint.\n",
+                    f"{parser.prog}: error: {args.checkpoint} cannot be resumed by this run: {mismatch}. "
+                    "Run with the checkpoint's settings, or use --no-resume or another --checkpoint.\n",
                 )
+            state = checkpoints.resume_training(args.checkpoint, model, optimizer, device)
+            if state.get("rng") is not None:  # the data order the uninterrupted run would have had
+                torch.set_rng_state(state["rng"])
+                gen.set_state(state["generator"])
             history = History.from_dict(state["history"])
             done = state["epoch"]
             print(f"resumed from {args.checkpoint}: epoch {done} done ({history.summary()})")
@@ -140,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def report(epoch: int, hist: History) -> None:
         if args.checkpoint:
-            checkpoints.save_training(args.checkpoint, model, optimizer, epoch, hist, data_name=data.name)
+            checkpoints.save_training(args.checkpoint, model, optimizer, epoch, hist, **settings,
+                                      rng=torch.get_rng_state(), generator=gen.get_state())  # fmt: skip
             saved["epoch"] = epoch
         from tqdm.auto import tqdm
 
@@ -173,6 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     if not data.is_cifar10:
         print("These are results on synthetic data, not CIFAR-10 results.")
     return 0
+
+
+def _mismatch(state: dict, settings: dict) -> str:
+    """What differs between a checkpoint's settings and this run's ("" when it can resume)."""
+    names = {"data_name": "data", "data_sizes": "data size (train, test)", "lr": "--lr", "momentum": "--momentum",
+             "batch_size": "--batch-size"}  # fmt: skip
+    diffs = []
+    for key, name in names.items():
+        saved, now = state.get(key), settings[key]
+        if key == "data_sizes" and saved is not None:
+            saved = list(saved)
+        if saved is not None and saved != now:
+            hint = " (--quick or COURSE_QUICK=1 uses small synthetic data)" if key == "data_sizes" else ""
+            diffs.append(f"{name} was {saved}, now {now}{hint}")
+        elif saved is None and key == "data_name":
+            diffs.append("it has no record of its data")
+    return "; ".join(diffs)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ def test_quick_mode_uses_the_synthetic_data_and_says_so(tiny, tmp_path, capsys):
     img, label = data.train[0]
     assert img.shape == (3, 32, 32) and img.dtype == torch.float32 and 0 <= img.min() and img.max() <= 1
     assert 0 <= label < 10
-    assert "Quick mode" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Quick mode (--quick or COURSE_QUICK=1)" in out and "run without them" in out
     assert not any(tmp_path.iterdir())  # quick mode never downloads
 
 
@@ -92,3 +93,31 @@ def test_real_data_path_when_torchvision_succeeds(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(torchvision.datasets, "CIFAR10", FakeCIFAR10)
     data = D.load_cifar10(tmp_path, quick=False)
     assert data.is_cifar10 and data.name == "CIFAR-10" and (len(data.train), len(data.test)) == (50, 10)
+
+
+def test_offline_run_leaves_no_empty_data_folder(tiny, tmp_path, monkeypatch, capsys):
+    import torchvision.datasets.cifar as cifar
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", fail_download())
+    root = tmp_path / "data"
+    D.load_cifar10(root, quick=False)
+    assert not root.exists()  # created by the failed download, empty: removed
+    root.mkdir()
+    (root / "mine.txt").write_text("kept")
+    D.load_cifar10(root, quick=False)
+    assert (root / "mine.txt").exists()  # a folder that was there stays
+
+
+def test_ctrl_c_during_download_cleans_up_and_re_raises(tiny, tmp_path, monkeypatch):
+    import torchvision.datasets.cifar as cifar
+
+    def ctrl_c(url, download_root, filename=None, md5=None, **kw):
+        with pytest.raises(ConnectionResetError):  # writes part of the archive
+            fail_download()(url, download_root, filename, md5)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", ctrl_c)
+    root = tmp_path / "data"
+    with pytest.raises(KeyboardInterrupt):
+        D.load_cifar10(root, quick=False)
+    assert not root.exists()  # the partial archive and the folder are gone
