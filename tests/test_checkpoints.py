@@ -98,6 +98,7 @@ def test_resume_restores_model_optimizer_and_moves_state(tmp_path):
         assert torch.equal(p, q)
 
 
+@pytest.mark.filterwarnings("ignore:for model.*copying from a non-meta parameter:UserWarning")
 def test_optimizer_state_follows_the_parameters_and_order_matters(tmp_path):
     """load_state_dict puts the state where the parameters are; moving the model afterwards leaves it behind."""
     model = Tudui()
