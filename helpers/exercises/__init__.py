@@ -7,6 +7,8 @@ solutions notebook can ``assert check(...)``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +36,44 @@ def failed(message: str, hint: str = "") -> Feedback:
     feedback = Feedback(False, f"{message}\n  Hint: {hint}" if hint else message)
     print(feedback)
     return feedback
+
+
+def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
+    """Decorator for a check: whatever goes wrong inside it becomes ``[TRY AGAIN]`` feedback, never an error.
+
+    A check inspects what the learner's code gives back; an answer of an unexpected shape (a 2-tuple
+    where 3 are asked, a number instead of a function, a function that returns garbage) can break the
+    inspection itself. That is the learner's answer being wrong, so it is reported as such: what was
+    checked, what went wrong, and the first line of the error.
+    """
+
+    @functools.wraps(check)
+    def run(*args, **kwargs) -> Feedback:
+        try:
+            result = check(*args, **kwargs)
+        except Exception as err:  # any error here is feedback for the learner
+            return failed(
+                f"Your answer could not be checked: {type(err).__name__}: {_first_line(err)}",
+                _shape_hint(check, args),
+            )
+        if isinstance(result, Feedback):
+            return result
+        return failed(f"The check {check.__name__} gave no verdict.")  # a bug in the check itself
+
+    return run
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+def _shape_hint(check, args) -> str:
+    """What the exercise expects (the check's docstring), plus a word on an answer that is not callable."""
+    statement = " ".join((check.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "`")
+    if args and not callable(args[0]) and not isinstance(args[0], dict):
+        return f"Pass your function (or class) itself, not a {type(args[0]).__name__}. The exercise: {statement}"
+    return f"Check the type and shape of what your code returns. The exercise: {statement}"
 
 
 def call_learner(fn, *args, when: str = "", hint: str = ""):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from helpers.exercises import call_learner, failed, passed
+from helpers.exercises import call_learner, exercise_check, failed, passed
 from helpers.simulate import simulated_machine
 
 
+@exercise_check
 def gpu_inventory(fn) -> object:
     """``fn()`` lists every visible CUDA GPU as ``(index, name, memory_gib)``; ``[]`` without one."""
     machines = [(0, "no GPU"), (1, "one GPU"), (2, "two GPUs")]
@@ -43,6 +44,7 @@ def gpu_inventory(fn) -> object:
     return passed("Right on machines with no GPU, one GPU and two GPUs.")
 
 
+@exercise_check
 def choose_device(fn) -> object:
     """``fn()`` returns a torch.device: CUDA if available, else MPS, else CPU."""
     cases = [
@@ -86,6 +88,7 @@ _CVD_WHY = {
 }
 
 
+@exercise_check
 def visible_devices_quiz(answers: dict) -> object:
     """``answers`` maps each scenario letter to True (takes effect) or False."""
     if not isinstance(answers, dict) or set(answers) != set(CVD_SCENARIOS):

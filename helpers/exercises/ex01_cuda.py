@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
 
 NO_GPU_HINT = (
     "If the message is about CUDA or an NVIDIA driver, you called .cuda(), which needs a usable GPU: "
@@ -60,6 +60,7 @@ def _refusing_set_data(fn):
     return run
 
 
+@exercise_check
 def move_to(fn) -> object:
     """``fn(t, device)`` returns ``t`` moved to ``device``; ``t`` itself stays where it was."""
     for device in _targets():
@@ -107,6 +108,7 @@ def move_to(fn) -> object:
     )
 
 
+@exercise_check
 def float_tensor_on(fn) -> object:
     """``fn(values, device)`` builds a float32 tensor on ``device`` from a Python list."""
     for device in _targets():

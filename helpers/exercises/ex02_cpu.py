@@ -15,7 +15,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from helpers.devices import pick_device
-from helpers.exercises import call_learner, failed, passed
+from helpers.exercises import call_learner, exercise_check, failed, passed
 
 FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__repr__", "__format__", "__str__"}
 """Tensor methods that copy values to the host (and so wait for the GPU)."""
@@ -90,6 +90,7 @@ def _grad_tensor(device: torch.device) -> torch.Tensor:
     return torch.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
 
 
+@exercise_check
 def to_numpy(fn) -> object:
     """``fn(t)`` returns a NumPy array of ``t``'s values, for a ``t`` on any device that requires grad."""
     device = pick_device()
@@ -120,6 +121,7 @@ def _losses(device: torch.device, steps: int = 20) -> tuple[list[torch.Tensor], 
     return [w * 2 * v for v in values], sum(values)
 
 
+@exercise_check
 def sum_losses(fn) -> object:
     """``fn(losses)`` returns the total of per-step loss tensors as a Python float: added up outside
     autograd, on the device, and fetched once."""
@@ -164,6 +166,7 @@ def sum_losses(fn) -> object:
     return passed("Right total, summed on the device and fetched once.")
 
 
+@exercise_check
 def cpu_copy(fn) -> object:
     """``fn(t)`` returns a CPU tensor with ``t``'s values that never shares memory with ``t``."""
     for source in dict.fromkeys([pick_device(), torch.device("cpu")]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from helpers.devices import DeviceError, pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
 from helpers.simulate import simulated_machine
 
 NORMALISE_HINT = (
@@ -41,6 +41,7 @@ def _ignores_text(fn) -> bool:
             return False
 
 
+@exercise_check
 def choose_device(fn) -> object:
     """``fn(text)`` turns a user's device text into a ``torch.device`` that is really there."""
     cases = [
@@ -108,6 +109,7 @@ MIXED_HINT = (
 )
 
 
+@exercise_check
 def weighted_score(fn) -> object:
     """``fn(x)`` is ``(x * [0.2, 0.3, 0.5]).sum(-1)`` computed on ``x``'s device, in ``x``'s dtype."""
     device = pick_device()

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]
@@ -33,6 +33,7 @@ def _devices(module: nn.Module) -> set[torch.device]:
     return {t.device for t in list(module.parameters()) + list(module.buffers())}
 
 
+@exercise_check
 def standardize(cls) -> object:
     """``cls(mean, std)`` is a module computing ``(x - mean) / std`` whose constants follow ``.to()``."""
     mean, std = torch.tensor(MEAN), torch.tensor(STD)
@@ -109,6 +110,7 @@ PREDICT_HINT = (
 FETCH_HINT = "Return model(x) as it is, on the device: the caller decides when to fetch it (copy it to the CPU)."
 
 
+@exercise_check
 def predict(fn) -> object:
     """``fn(model, x, device)`` returns ``model(x)`` computed on ``device``, in eval mode, without gradients."""
     for device in (pick_device(), OTHER_DEVICE):

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
 from helpers.models import Tudui, count_parameters
 
 
@@ -39,6 +39,7 @@ METHOD1_HINT = (
 )
 
 
+@exercise_check
 def method1_loop(fn) -> object:
     """``fn(model, loss_fn, optimizer, train_dataloader, device)``: an epoch on ``device``, returns the last loss."""
     meta_error = None
@@ -136,6 +137,7 @@ WEIGHTS_HINT = (
 )
 
 
+@exercise_check
 def weighted_loss(fn) -> object:
     """``fn(class_counts, device)`` returns a CrossEntropyLoss, class weights inverse to the counts, on ``device``."""
     for device in (pick_device(), OTHER_DEVICE):
@@ -212,6 +214,7 @@ def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
     return names
 
 
+@exercise_check
 def tudui_relu(cls) -> object:
     """``cls()`` is Tudui with ReLU activations: same parameters, non-linear, logits out, moves with .to()."""
     model, problem = call_learner(cls, when="Building your model", hint=RELU_HINT)
