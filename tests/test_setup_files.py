@@ -4,8 +4,12 @@ import re
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 
-from tools import course
+import pytest
+
+from helpers import doctor
+from tools import course, floor
 
 PYPROJECT = tomllib.loads((course.ROOT / "pyproject.toml").read_text())
 README = (course.ROOT / "README.md").read_text()
@@ -49,11 +53,76 @@ def test_design_card_packages_and_ranges():
     assert not [d for d in deps if "==" in d], "state a supported range, do not pin"
 
 
+def ci_commands() -> list[tuple[str, str]]:
+    """(phase name, command) of every ``phase NAME COMMAND`` line of .ci/run, in order."""
+    return re.findall(r'^phase "([^"]+)" (.+)$', CI, re.MULTILINE)
+
+
 def test_readme_and_ci_install_the_same_way():
-    assert INSTALL in README and INSTALL in CI
+    assert INSTALL in README
     assert "conda env create -f environment.yml" in README
-    assert re.search(r"^pytest$", CI, re.MULTILINE), ".ci/run runs the README's test command"
     assert "COURSE_QUICK" in README
+    commands = [command for _, command in ci_commands()]
+    wanted = [
+        f"python -m {INSTALL}",  # newest
+        "pytest",
+        "python -m pip install $(python tools/floor.py)",  # floor: the oldest pair first, from the registry
+        f"python -m {INSTALL}",  # keeps that torch
+        "python tools/floor.py --check",  # ... which this proves
+        "pytest",
+    ]
+    it = iter(commands)
+    assert all(step in it for step in wanted), f".ci/run must run, in this order: {wanted}; it runs {commands}"
+    assert "source .venv-ci-floor/bin/activate" in CI
+
+
+def test_ci_phases_are_timed_and_named_after_their_venv():
+    names = [name for name, _ in ci_commands()]
+    assert len(names) == len(set(names)) >= 8
+    assert all(name.startswith(("newest: ", "floor: ")) for name in names)
+    assert "trap summary EXIT" in CI
+
+
+def test_readme_states_the_range_ci_tests():
+    """The README names both ends CI tests: the floor from pyproject.toml and the newest release."""
+    floor_specs = floor.floor_specs()
+    for spec in floor_specs:
+        name, version = spec.split("==")
+        assert f"{name} {version.removesuffix('.*')}" in README, f"README: say that CI tests {spec}"
+    assert "python tools/floor.py" in README
+    assert "oldest" in README and "newest" in README
+
+
+def test_floor_is_read_from_the_lower_bounds():
+    deps = ["torch>=2.9,<3", "torchvision >= 0.24, <1", "numpy>=1.24", "tqdm"]
+    assert floor.lower_bounds(deps) == {"torch": "2.9", "torchvision": "0.24", "numpy": "1.24"}
+    assert floor.floor_specs(deps) == ["torch==2.9.*", "torchvision==0.24.*"]
+    with pytest.raises(ValueError, match="torchvision"):
+        floor.floor_specs(["torch>=2.9", "torchvision"])
+
+
+def test_floor_torch_and_torchvision_are_a_pair():
+    torch_spec, vision_spec = floor.floor_specs()
+    torch_floor = torch_spec.split("==")[1].removesuffix(".*")
+    vision_floor = floor.release(vision_spec.split("==")[1].removesuffix(".*"))
+    assert doctor.matching_torchvision(torch_floor) == vision_floor
+
+
+def test_floor_check_matches_versions():
+    assert floor.matches("torch==2.7.*", "2.7.1+cu126")
+    assert floor.matches("torch==2.7.*", "2.7.0")
+    assert not floor.matches("torch==2.7.*", "2.8.0")
+    assert not floor.matches("torch==2.7.*", "2.70.1")
+    assert floor.matches("torchvision==0.22.*", "0.22.1+cpu")
+
+
+def test_floor_command(capsys):
+    assert floor.main([]) == 0
+    assert capsys.readouterr().out.split() == floor.floor_specs()
+    on_floor = all(floor.matches(spec, metadata.version(spec.split("==")[0])) for spec in floor.floor_specs())
+    assert floor.main(["--check"]) == (0 if on_floor else 1)
+    out = capsys.readouterr().out
+    assert "floor: torch==" in out and ("not the declared floor" in out) != on_floor
 
 
 def test_ruff_is_clean():
