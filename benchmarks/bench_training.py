@@ -17,18 +17,16 @@ ratio the median of the pairwise ratios.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
+from helpers.alternate import alternated
 from helpers.data import as_tensors, load_cifar10
 from helpers.devices import DeviceError, pick_device
 from helpers.models import Tudui
-from helpers.timing import synchronize
 from helpers.training import TensorBatches, train_one_epoch
 
 MIN_COURSE_RATIO = 0.95
@@ -43,29 +41,15 @@ def bare_loop(model, batches, loss_fn, optimizer):
         optimizer.step()
 
 
-def images_per_second(run, n_images: int, device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    run()
-    synchronize(device)
-    return n_images / (time.perf_counter() - start)
-
-
 def interleaved(runs: dict, n_images: int, device, repeats: int) -> tuple[dict[str, float], float]:
     """Median images/s of each of two runs, alternating between them, and the median of the pairwise ratios.
 
     Each pair runs back to back, so a ratio compares the two under the same machine load; the median
     of the ratios is robust to a busy machine. One untimed warm-up each.
     """
-    (name_a, run_a), (name_b, run_b) = runs.items()
-    run_a(), run_b()
-    rates = {name_a: [], name_b: []}
-    for i in range(repeats):
-        order = [(name_a, run_a), (name_b, run_b)] if i % 2 == 0 else [(name_b, run_b), (name_a, run_a)]
-        for name, run in order:
-            rates[name].append(images_per_second(run, n_images, device))
-    ratio = statistics.median(a / b for a, b in zip(rates[name_a], rates[name_b], strict=True))
-    return {name: statistics.median(r) for name, r in rates.items()}, ratio
+    (name_a, _), (name_b, _) = runs.items()
+    result = alternated(runs, n_images, device, repeats, baseline=name_b)
+    return result.rates, result.ratios[name_a]
 
 
 def main(argv: list[str] | None = None) -> int:

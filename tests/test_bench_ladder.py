@@ -1,0 +1,28 @@
+"""The ladder benchmark runs in quick mode, prints its table and saves it as CSV."""
+
+import csv
+import importlib.util
+from pathlib import Path
+
+from helpers import data as D
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_ladder.py"
+
+
+def test_bench_ladder_quick(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))
+    monkeypatch.chdir(tmp_path)
+    spec = importlib.util.spec_from_file_location("bench_ladder", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--quick", "--device", "cpu", "--steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic CIFAR-shaped data" in out
+    for name in ("article loop", "no hidden syncs", "data on device", "larger batch", "channels_last",
+                 "mixed precision"):  # fmt: skip
+        assert name in out
+    assert "skipped: --quick" in out
+    rows = list(csv.DictReader(open(tmp_path / "runs" / "bench_ladder_cpu.csv")))
+    assert [r["rung"] for r in rows][0] == "article loop" and len(rows) == 7
+    assert float(rows[0]["ratio"]) == 1.0
+    assert rows[-1]["note"].startswith("skipped")

@@ -1,0 +1,66 @@
+"""The ladder's rungs, the alternated timing and the sync recorder, without timing anything."""
+
+import torch
+
+from helpers.alternate import alternated
+from helpers.data import synthetic
+from helpers.speed import RungRun, amp_dtype, ladder, needs_grad_scaler
+from helpers.sync_recorder import record_syncs
+
+
+def test_alternated_orders_and_ratios():
+    calls = []
+    runs = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    result = alternated(runs, 10, "cpu", repeats=2)
+    assert calls == list("abc") + list("abc") + list("cba")  # warm-up, then forward, then reversed
+    assert result.ratios["a"] == 1.0 and set(result.rates) == set("abc")
+    assert set(result.warmup_seconds) == set("abc")
+
+
+def test_ladder_is_cumulative():
+    rungs = ladder()
+    assert [r.name for r in rungs][0] == "article loop" and rungs[-1].compile
+    assert rungs[-1].amp and rungs[-1].channels_last and rungs[-1].loader == "device" and not rungs[-1].item_every_step
+    assert amp_dtype("cpu") == torch.bfloat16 and not needs_grad_scaler("cpu")
+
+
+def test_rungs_train_and_sync_as_described():
+    data = synthetic(True)
+    from helpers.data import as_tensors
+
+    tensors = as_tensors(data.train)
+    syncs = {}
+    for rung in ladder()[:3]:
+        run = RungRun(rung, data, torch.device("cpu"), steps=3, train_tensors=tensors)
+        with record_syncs() as log:
+            run.train()
+        syncs[rung.name] = len(log)
+        assert len(run.losses) in (1, 3)
+    # .item() every step, or once per run; a DataLoader's sampler also reads two CPU tensors per epoch
+    # (its random seed and order), which stay on the CPU and cost nothing on a GPU machine
+    assert syncs["article loop"] - syncs["no hidden syncs"] == 2
+    assert syncs["data on device"] == 1
+
+
+def test_recorder_counts_what_a_gpu_waits_for():
+    x = torch.randn(8)
+    with record_syncs() as log:
+        x.sum().item()
+        if x.sum() > 0:
+            pass
+        x.nonzero()
+        x[x > 0]
+        x.cpu()
+        x.tolist()
+        x.numpy()
+        print(x)
+        f"{x.sum():.2f}"
+    assert len(log) == 9, str(log)
+    with record_syncs() as log:
+        y = (x * 2).to(torch.float64).sum()
+        torch.where(x > 0, x, 0.0)
+        x.repeat_interleave(2, output_size=16)
+        x.to("cpu", non_blocking=True)  # already there: on a GPU this would be .to("cuda"), no fetch
+    assert len(log) == 0, str(log)
+    assert y.item() is not None  # recorder removed: methods work as before
+    assert torch.Tensor.cpu.__name__ == "cpu"
