@@ -1,7 +1,7 @@
 """Pretend to be another machine (no GPU, several GPUs, a Mac, a GPU CUDA cannot use), for tests and checks.
 
-Only these queries are faked: ``torch.cuda`` is_available, device_count, is_initialized, init,
-current_device, get_device_name, get_device_properties; ``torch.backends.mps.is_available`` and
+Only these queries are faked: ``torch.cuda`` is_available, device_count, init, current_device,
+get_device_name, get_device_properties, mem_get_info (and is_initialized when CUDA cannot start); ``torch.backends.mps.is_available`` and
 ``torch.mps`` is_available / device_count (where they exist); ``torch.version.cuda``;
 ``torch.accelerator`` current_accelerator, is_available, device_count; and, for
 ``other_accelerator``, that backend's is_available / device_count. No tensor can really be put on a
@@ -131,6 +131,14 @@ def simulated_machine(
         cannot_start()
         return 0
 
+    def init() -> None:
+        if not usable:
+            cannot_start()
+
+    def mem_get_info(device=None) -> tuple[int, int]:
+        total = properties(device).total_memory
+        return total - 2**28, total  # (free, total) in bytes: 256 MiB in use
+
     def accelerator(check_available: bool = False):
         if other_accelerator is not None:
             return torch.device(other_accelerator)
@@ -144,6 +152,8 @@ def simulated_machine(
         mock.patch.object(torch.cuda, "is_available", lambda: usable > 0),
         mock.patch.object(torch.cuda, "device_count", lambda: counted),
         mock.patch.object(torch.cuda, "current_device", current_device),
+        mock.patch.object(torch.cuda, "init", init),
+        mock.patch.object(torch.cuda, "mem_get_info", mem_get_info),
         mock.patch.object(torch.cuda, "get_device_properties", properties),
         mock.patch.object(torch.cuda, "get_device_name", lambda device=None: properties(device).name),
         mock.patch.object(torch.backends.mps, "is_available", lambda: mps),
@@ -155,7 +165,6 @@ def simulated_machine(
     ]
     if cuda_init_error is not None:
         patches += [
-            mock.patch.object(torch.cuda, "init", cannot_start),
             mock.patch.object(torch.cuda, "_lazy_init", cannot_start),  # also what .to("cuda") asks first
             mock.patch.object(torch.cuda, "is_initialized", lambda: False),
         ]

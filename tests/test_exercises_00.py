@@ -1,5 +1,7 @@
 """The checks of notebook 00 accept right answers and explain the typical wrong ones."""
 
+import numpy as np
+import pytest
 import torch
 
 from helpers.exercises import ex00_prerequisites as check
@@ -9,6 +11,8 @@ def inventory(i_range=None, scale=2**30, guard=True):
     def fn():
         if not guard:
             torch.cuda.get_device_name(0)
+        if not torch.cuda.is_available():
+            return []
         indices = range(torch.cuda.device_count()) if i_range is None else i_range
         return [
             (i, torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory / scale)
@@ -32,7 +36,7 @@ def test_inventory_unguarded_name_call_fails_without_gpu(capsys):
 
 def test_inventory_first_gpu_only(capsys):
     def first_only():
-        return inventory(i_range=[0])() if torch.cuda.is_available() else []
+        return inventory(i_range=[0])()
 
     assert not check.gpu_inventory(first_only)
     assert "range(torch.cuda.device_count())" in capsys.readouterr().out
@@ -100,3 +104,240 @@ def test_choose_device_with_torch_accelerator_passes():
     assert check.choose_device(
         lambda: torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     )
+
+
+# The test bank: right answers in different styles, each must pass; wrong ones, each with its hint.
+def inventory_props_loop():
+    gpus = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            gpus.append((i, props.name, round(props.total_memory / 2**30, 1)))
+    return gpus
+
+
+def inventory_comprehension():
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [
+        (i, torch.cuda.get_device_name(i), round(torch.cuda.get_device_properties(i).total_memory / 1024**3, 1))
+        for i in range(count)
+    ]
+
+
+def inventory_try_except():
+    try:
+        torch.cuda.init()
+    except (RuntimeError, AssertionError):  # no usable CUDA: nothing to list
+        return []
+    return [
+        (i, torch.cuda.get_device_name(f"cuda:{i}"), torch.cuda.get_device_properties(f"cuda:{i}").total_memory / 2**30)
+        for i in range(torch.cuda.device_count())
+    ]
+
+
+def inventory_devices():
+    if not torch.cuda.is_available():
+        return []
+    devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    return [(d.index, torch.cuda.get_device_name(d), round(torch.cuda.get_device_properties(d).total_memory / 2**30, 1))
+            for d in devices]  # fmt: skip
+
+
+def inventory_accelerator_count():
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.accelerator.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        out.append([i, props.name, float(f"{props.total_memory / 2**30:.1f}")])  # lists are fine too
+    return out
+
+
+def inventory_mem_get_info():
+    if not torch.cuda.is_available():
+        return []
+    return [(i, torch.cuda.get_device_name(i), round(torch.cuda.mem_get_info(i)[1] / 2**30, 1))
+            for i in range(torch.cuda.device_count())]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        inventory(),
+        inventory_props_loop,
+        inventory_comprehension,
+        inventory_try_except,
+        inventory_devices,
+        inventory_accelerator_count,
+        inventory_mem_get_info,
+    ],
+)
+def test_inventory_accepts(fn, capsys):
+    assert check.gpu_inventory(fn)
+    assert "[PASS]" in capsys.readouterr().out
+
+
+def inventory_unguarded():
+    return [(i, torch.cuda.get_device_name(i), round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1))
+            for i in range(torch.cuda.device_count())]  # fmt: skip
+
+
+def inventory_hard_coded_24():
+    if not torch.cuda.is_available():
+        return []
+    return [(i, torch.cuda.get_device_name(i), 24.0) for i in range(torch.cuda.device_count())]
+
+
+def inventory_first_gpus_memory():
+    if not torch.cuda.is_available():
+        return []
+    memory = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+    return [(i, torch.cuda.get_device_name(i), memory) for i in range(torch.cuda.device_count())]
+
+
+def inventory_pairs():
+    if not torch.cuda.is_available():
+        return []
+    return [(i, torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())]
+
+
+def inventory_gigabytes():
+    if not torch.cuda.is_available():
+        return []
+    return [(i, torch.cuda.get_device_name(i), round(torch.cuda.get_device_properties(i).total_memory / 1e9, 1))
+            for i in range(torch.cuda.device_count())]  # fmt: skip
+
+
+def inventory_names_only():
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def inventory_dict():
+    return {"gpus": []}
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (inventory_unguarded, "return [] unless torch.cuda.is_available()"),
+        (inventory_hard_coded_24, "Read each GPU's own total_memory"),
+        (inventory_first_gpus_memory, "GPU 1 has 10.7 GiB; your entry says 23.6"),
+        (inventory_pairs, "an entry is a 2-item tuple"),
+        (inventory_gigabytes, "a GiB is 2**30 bytes"),
+        (inventory_names_only, "Each entry is a 3-tuple (index, name, memory_gib)"),
+        (inventory_dict, "Return a list, not dict"),
+    ],
+)
+def test_inventory_rejects(fn, fragment):
+    feedback = check.gpu_inventory(fn)
+    assert not feedback and fragment in feedback.message
+
+
+def choice_chain():
+    if torch.cuda.is_available():
+        return torch.device("cuda", 0)
+    elif torch.backends.mps.is_available():
+        return torch.device("mps")
+    else:
+        return torch.device("cpu")
+
+
+def choice_mps_module():
+    mps = getattr(torch, "mps", None)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
+
+
+def choice_conditional_expression():
+    name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    return torch.device(name)
+
+
+def choice_course_helper():
+    from helpers.devices import pick_device
+
+    return pick_device("auto")
+
+
+def choice_checks_in_a_loop():
+    for name, available in (("cuda", torch.cuda.is_available), ("mps", torch.backends.mps.is_available)):
+        if available():
+            return torch.device(name)
+    return torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        right_choice,
+        choice_chain,
+        choice_mps_module,
+        choice_conditional_expression,
+        choice_course_helper,
+        choice_checks_in_a_loop,
+        lambda: torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu"),
+    ],
+)
+def test_choose_device_accepts(fn, capsys):
+    assert check.choose_device(fn)
+    assert "on all six simulated machines" in capsys.readouterr().out
+
+
+def choice_counts_gpus():
+    if torch.cuda.device_count() > 0:
+        return torch.device("cuda")
+    return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+
+
+def choice_accelerator_unchecked():
+    return torch.accelerator.current_accelerator() or torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (choice_counts_gpus, "device_count() counts GPUs CUDA cannot use"),
+        (choice_accelerator_unchecked, "On a CPU-only laptop you chose cuda, expected cpu"),
+        (lambda: torch.device("cpu"), "On two CUDA GPUs you chose cpu"),
+        (lambda: "cpu", "Wrap it: torch.device(...)"),
+        (lambda: None, "Return a torch.device, not NoneType"),
+    ],
+)
+def test_choose_device_rejects(fn, fragment):
+    feedback = check.choose_device(fn)
+    assert not feedback and fragment in feedback.message
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"a": True, "b": True, "c": False, "d": True},
+        {"d": True, "c": False, "b": True, "a": True},
+        dict(a=True, b=True, c=False, d=True),
+        {letter: letter != "c" for letter in "abcd"},
+        {"A": True, "B": True, "C": False, "D": True},
+        {"(a)": np.True_, "(b)": np.True_, "(c)": np.False_, "(d)": np.True_},
+    ],
+)
+def test_quiz_accepts(answers):
+    assert check.visible_devices_quiz(answers)
+
+
+@pytest.mark.parametrize(
+    "answers, fragment",
+    [
+        ({"a": None, "b": None, "c": None, "d": None}, "Answer a, b, c, d with True or False."),
+        ({"a": True, "b": True, "c": True, "d": True}, "(c) is_available() has already initialised CUDA"),
+        ({"a": True, "b": False, "c": False, "d": True}, "(b) import torch does not initialise CUDA"),
+        ({"a": False, "b": True, "c": False, "d": False}, "(d) The kernel inherits the variable"),
+        ({"a": True, "b": True, "c": False}, "Give a dict with the keys"),
+        ([True, True, False, True], "Give a dict with the keys"),
+        ({"a": 1, "b": 1, "c": 0, "d": 1}, "Answer a, b, c, d with True or False."),
+    ],
+)
+def test_quiz_rejects(answers, fragment):
+    feedback = check.visible_devices_quiz(answers)
+    assert not feedback and fragment in feedback.message

@@ -1,5 +1,6 @@
 """The checks of notebook 01 accept right answers and explain typical wrong ones."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -106,3 +107,83 @@ def test_checks_run_towards_the_course_device_on_a_simulated_gpu_free_machine():
     with simulated_machine(cuda=0):
         assert check.move_to(move_right)
         assert not check.move_to(move_forgets_assignment)
+
+
+# The test bank: more right answers in different styles, and wrong ones with their hints.
+def move_clone_then_move(t, device):
+    return t.clone().to(device)
+
+
+def move_with_cuda_where_asked(t, device):
+    return t.cuda() if torch.device(device).type == "cuda" else t.to(device)
+
+
+def move_into_new_tensor(t, device):
+    moved = torch.empty_like(t, device=device)
+    moved.copy_(t)
+    return moved
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        move_right,
+        lambda t, device: t.to(device=device),
+        lambda t, device: t.to(device, copy=True),
+        lambda t, device: torch.as_tensor(t, device=device),
+        lambda t, device: t.detach().to(torch.device(device)),
+        move_clone_then_move,
+        move_with_cuda_where_asked,
+        move_into_new_tensor,
+    ],
+)
+def test_move_to_accepts(fn):
+    assert check.move_to(fn)
+
+
+def move_writes_into_t(t, device):
+    t.mul_(2)
+    return (t / 2).to(device)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (move_writes_into_t, "your code wrote into t"),
+        (lambda t, device: t.to(device).tolist(), "Return a tensor, not list"),
+        (lambda t, device: t.to(device)[:2], "shape (2,)"),
+        (lambda t, device: t.clone(), "your tensor is on cpu"),
+        (lambda t, device: t.to("cpu"), "you returned the original tensor"),
+    ],
+)
+def test_move_to_rejects_more(fn, fragment):
+    feedback = check.move_to(fn)
+    assert not feedback and fragment in feedback.message
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda values, device: torch.as_tensor(values, dtype=torch.float, device=device),
+        lambda values, device: torch.tensor(values, device=device).float(),
+        lambda values, device: torch.tensor(values).to(device, torch.float32),
+        lambda values, device: torch.from_numpy(np.array(values, dtype=np.float32)).to(device),
+        lambda values, device: torch.FloatTensor(values).to(device),
+        lambda values, device: torch.tensor([float(v) for v in values], device=device),
+    ],
+)
+def test_float_tensor_on_accepts_more(fn):
+    assert check.float_tensor_on(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda values, device: torch.tensor(values, device=device).half(), "Pass dtype=torch.float32"),
+        (lambda values, device: torch.tensor(values, dtype=torch.float32, device=device).tolist(), "not list"),
+        (lambda values, device: torch.tensor(values[::-1], dtype=torch.float32, device=device), "other values"),
+    ],
+)
+def test_float_tensor_on_rejects_more(fn, fragment):
+    feedback = check.float_tensor_on(fn)
+    assert not feedback and fragment in feedback.message

@@ -1,7 +1,10 @@
 """The checks of notebook 02 accept right answers and explain typical wrong ones."""
 
+import functools
+import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -167,5 +170,115 @@ def test_cpu_copy_accepts(fn):
     ],
 )
 def test_cpu_copy_rejects(fn, fragment):
+    feedback = check.cpu_copy(fn)
+    assert not feedback and fragment in feedback.message
+
+
+# The test bank: more right answers in different styles, and wrong ones with their hints.
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t: np.array(t.tolist(), dtype=np.float32),  # tolist() copies from any device
+        lambda t: np.asarray(t.detach().cpu()),
+        lambda t: t.detach().cpu().numpy().copy(),
+        lambda t: t.data.cpu().numpy(),
+        lambda t: torch.Tensor.numpy(t.cpu().detach()),
+        lambda t: torch.tensor(t.tolist()).numpy(),  # a new CPU tensor from the fetched values
+    ],
+)
+def test_to_numpy_accepts_more(fn):
+    assert check.to_numpy(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda t: np.array(t.tolist()), "Expected float32"),
+        (lambda t: t.data.numpy(), "on a GPU .numpy() raises"),
+        (lambda t: np.array(t.detach()), "on a GPU .numpy() raises"),
+        (lambda t: t.detach().cpu().numpy()[:2], "Expected float32 [0.5, -1.0, 2.0]"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+def test_to_numpy_rejects_more(fn, fragment):
+    if torch.cuda.is_available():
+        fragment = {"on a GPU .numpy() raises": "can't convert"}.get(fragment, fragment)
+    feedback = check.to_numpy(fn)
+    assert not feedback and fragment in feedback.message
+
+
+def sum_python_float_start(losses):
+    total = 0.0
+    for loss in losses:
+        total += loss.detach()  # 0.0 + tensor is a tensor, on the device
+    return float(total)
+
+
+def sum_inference_mode(losses):
+    with torch.inference_mode():
+        return torch.stack(losses).sum().item()
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda losses: functools.reduce(torch.add, [loss.detach() for loss in losses]).item(),
+        lambda losses: torch.stack([loss.detach() for loss in losses]).sum().item(),
+        lambda losses: torch.cat([loss.detach().reshape(1) for loss in losses]).sum().item(),
+        lambda losses: sum(loss.data for loss in losses).item(),
+        sum_python_float_start,
+        sum_inference_mode,
+        lambda losses: torch.stack(losses).detach().sum().tolist(),  # a 0-dim tensor's tolist() is a float
+    ],
+)
+def test_sum_losses_accepts_more(fn):
+    assert check.sum_losses(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda losses: math.fsum(loss.item() for loss in losses), "20 x .item()"),
+        (lambda losses: sum(loss.detach().tolist() for loss in losses), "20 x .tolist()"),
+        (lambda losses: torch.stack(losses).detach().sum().cpu(), "You returned a tensor (cpu)"),
+        (lambda losses: sum(loss.detach() for loss in losses[1:]).item(), "The total is"),
+    ],
+)
+def test_sum_losses_rejects_more(fn, fragment):
+    feedback = check.sum_losses(fn)
+    assert not feedback and fragment in feedback.message
+
+
+def copy_into_empty(t):
+    out = torch.empty_like(t, device="cpu")
+    out.copy_(t)
+    return out
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        copy_into_empty,
+        lambda t: t.clone().to("cpu"),
+        lambda t: torch.tensor(t.tolist()),
+        lambda t: t.detach().to("cpu", copy=True),
+        lambda t: t.cpu().detach().clone(),
+        lambda t: torch.from_numpy(t.cpu().numpy().copy()),
+    ],
+)
+def test_cpu_copy_accepts_more(fn):
+    assert check.cpu_copy(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda t: t.cpu()[:], "returned the tensor itself (or a view of it)"),
+        (lambda t: torch.from_numpy(t.cpu().numpy()), "returned the tensor itself (or a view of it)"),
+        (lambda t: t.cpu().tolist(), "not list"),
+        (lambda t: torch.zeros(3), "other values"),
+    ],
+)
+def test_cpu_copy_rejects_more(fn, fragment):
     feedback = check.cpu_copy(fn)
     assert not feedback and fragment in feedback.message

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ def failed(message: str, hint: str = "") -> Feedback:
 def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
     """Decorator for a check: whatever goes wrong inside it becomes ``[TRY AGAIN]`` feedback, never an error.
 
+    The check runs under :class:`MetaFetchesLikeAGpu`, so the learner's code meets on ``meta`` what it would
+    meet on a GPU: ``.item()``, ``print(loss)`` and ``.cpu()`` work, mixing devices fails.
+
     A check inspects what the learner's code gives back; an answer of an unexpected shape (a 2-tuple
     where 3 are asked, a number instead of a function, a function that returns garbage) can break the
     inspection itself. That is the learner's answer being wrong, so it is reported as such: what was
@@ -50,7 +54,8 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
     @functools.wraps(check)
     def run(*args, **kwargs) -> Feedback:
         try:
-            result = check(*args, **kwargs)
+            with MetaFetchesLikeAGpu():
+                result = check(*args, **kwargs)
         except Exception as err:  # any error here is feedback for the learner
             return failed(
                 f"Your answer could not be checked: {type(err).__name__}: {_first_line(err)}",
@@ -103,3 +108,49 @@ OTHER_DEVICE = torch.device("meta")
 """A device that is never the CPU. Checks also run the learner's code towards it, because on a
 CPU-only machine ``t.to("cpu")`` returns ``t`` itself and would hide a missing assignment that a
 GPU would expose."""
+
+
+_SCALAR_FETCHES = {"item", "__float__", "__int__", "__index__", "__bool__"}
+
+
+def _zeros_on_cpu(t: torch.Tensor) -> torch.Tensor:
+    host = torch.zeros(t.shape, dtype=t.dtype)
+    return host.requires_grad_() if t.requires_grad and t.is_floating_point() else host
+
+
+def _names_cpu(args: tuple, kwargs: dict) -> bool:
+    targets = [*args[1:], kwargs.get("device")]
+    return any(str(a) == "cpu" or getattr(a, "type", None) == "cpu" for a in targets)
+
+
+class MetaFetchesLikeAGpu(TorchFunctionMode):
+    """Within the block, copying a ``meta`` tensor's values to the host works, as it does from a GPU.
+
+    ``OTHER_DEVICE`` (meta) stands in for a GPU: it is never the CPU, and mixing it with CPU tensors fails
+    as a GPU does. But a meta tensor has no data, so ``loss.item()``, ``float(loss)``, ``f"{loss:.3f}"``,
+    ``.tolist()`` and ``.cpu()`` raise there, while on a GPU they work (they wait for the GPU and copy).
+    Here they return zeros of the right type and shape instead, so code that is right on a GPU is not
+    refused on meta; its numbers are judged on the course device, where the values are real. ``.numpy()``
+    without ``.cpu()`` still raises, as it does on a GPU. Tensors on other devices are untouched.
+    """
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        this = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if this is not None and this.is_meta:
+            if name in _SCALAR_FETCHES:
+                if this.numel() != 1:
+                    raise RuntimeError(f"a Tensor with {this.numel()} elements cannot be converted to Scalar")
+                return func(_zeros_on_cpu(this).detach().reshape(()), *args[1:], **kwargs)
+            if name == "__format__" and this.dim() == 0:
+                return format(torch.zeros((), dtype=this.dtype).item(), *args[1:])
+            if name == "tolist" or name == "cpu" or (name == "to" and _names_cpu(args, kwargs)):
+                return func(_zeros_on_cpu(this), *args[1:], **kwargs)
+            if name == "numpy" and kwargs.get("force"):
+                return func(_zeros_on_cpu(this).detach(), *args[1:], **kwargs)
+        if name == "copy_" and this is not None and not this.is_meta and len(args) > 1:
+            source = args[1]
+            if isinstance(source, torch.Tensor) and source.is_meta:
+                return func(this, _zeros_on_cpu(source).detach(), *args[2:], **kwargs)
+        return func(*args, **kwargs)

@@ -97,7 +97,12 @@ def move_to(fn) -> object:
                 "The original tensor left the CPU: your code changed t itself (assigning t.data does that).",
                 DATA_HINT,
             )
-        if not _same_values(result, t):
+        if not torch.equal(t, torch.tensor([1.0, 2.0, 3.0])):
+            return failed(
+                f"The original tensor's values changed to {t.tolist()}: your code wrote into t.",
+                "Leave t as it is and return a moved tensor: return t.to(device).",
+            )
+        if not _same_values(result, torch.tensor([1.0, 2.0, 3.0], device=device)):
             return failed(
                 f"The moved tensor differs from the original: {result.dtype}, shape {tuple(result.shape)}.",
                 "Only the device should change: t.to(device), no dtype or reshaping.",

@@ -24,48 +24,100 @@ SUMS = {"__add__", "__radd__", "__iadd__", "add", "add_", "sum", "nansum"}
 
 
 class _Calls(TorchFunctionMode):
-    """Records the tensor functions called inside the block, and the copies to the host among them."""
+    """Records the tensor functions called inside the block, and which of them copy values to the host.
 
-    def __init__(self) -> None:
+    It follows the tensors the check hands over (``sources``, on the device) through every function the
+    learner's code calls: a result computed from a tensor on the device is on the device, unless the call
+    copies to the host (``.cpu()``, ``.to("cpu")``, ``torch.tensor(list)``...). So it knows, on a CPU-only
+    machine too, which calls would copy from a GPU (and wait for it), and which ``.numpy()`` would raise there.
+    """
+
+    def __init__(self, sources: list[torch.Tensor]) -> None:
         super().__init__()
         self.calls: list[tuple[str, tuple, dict]] = []
-        self.fetches: list[str] = []
+        self.fetches: list[str] = []  # copies from the device to the host, by name
+        self.numpy_on_device = False  # .numpy() on a tensor a GPU would hold: TypeError there
         self.tracked_sums: list[str] = []  # additions whose result autograd tracks (it requires grad)
         self.per_element = 0  # tensors that torch.tensor / torch.as_tensor turned into numbers one by one
         self.from_list = ""  # which of the two did
         self.warnings: list[warnings.WarningMessage] = []
-        self._host: list[torch.Tensor] = []  # results of a copy to the host, and tensors made from them
+        self._device_types = {t.device for t in sources}
+        self._on_device: dict[int, torch.Tensor] = {}  # id -> tensor (kept alive so ids stay unique)
+        for t in sources:
+            self._on_device[id(t)] = t
+        # Results of a copy to the host. On a CPU-only machine t.cpu() is t itself, which from then on
+        # stands for the copy a GPU would have made.
+        self._host: dict[int, torch.Tensor] = {}
+
+    def _is_on_device(self, value) -> bool:
+        return (
+            isinstance(value, torch.Tensor)
+            and self._on_device.get(id(value)) is value
+            and self._host.get(id(value)) is not value
+        )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         self.calls.append((name, args, kwargs))
-        result = func(*args, **kwargs)
-        on_host = bool(args) and any(args[0] is h for h in self._host)
-        if name in FETCHES and not on_host:  # .cpu().item() copies once, not twice
+        this_on_device = bool(args) and self._is_on_device(args[0])
+        if this_on_device and name in FETCHES:
             self.fetches.append(name)
+        if this_on_device and name in {"numpy", "__array__"} and not kwargs.get("force"):
+            self.numpy_on_device = True
+        result = func(*args, **kwargs)
         if name in SUMS and isinstance(result, torch.Tensor) and result.requires_grad:
             self.tracked_sums.append(name)
-        if name in {"tensor", "as_tensor"} and args and isinstance(args[0], (list, tuple)):
+        from_list = name in {"tensor", "as_tensor"} and bool(args) and isinstance(args[0], (list, tuple))
+        if from_list:
             self.per_element += _count_tensors(args[0])  # each one is read into a Python number
             self.from_list = name
-        if isinstance(result, torch.Tensor) and (on_host or _asks_for_host(name, args, kwargs)):
-            self._host.append(result)
+        if self._result_on_device(name, args, kwargs, from_list):
+            for t in _tensors(result):
+                self._on_device[id(t)] = t
+        elif this_on_device and _asks_for_host(name, args, kwargs):
+            for t in _tensors(result):
+                self._host[id(t)] = t
         return result
+
+    def _result_on_device(self, name: str, args: tuple, kwargs: dict, from_list: bool) -> bool:
+        if _asks_for_host(name, args, kwargs) or name in FETCHES:
+            return False
+        device = kwargs.get("device")
+        if device is not None:  # a factory told where: on the device if it names the sources' device
+            return device != "cpu" and _as_device(device) in self._device_types
+        if from_list:  # torch.tensor(list) reads the values to the host and builds a CPU tensor
+            return False
+        return any(self._is_on_device(a) for a in _tensors((args, kwargs)))
+
+
+def _as_device(device) -> torch.device | None:
+    try:
+        return torch.device(device)
+    except (TypeError, RuntimeError):
+        return None
+
+
+def _tensors(data) -> list[torch.Tensor]:
+    """The tensors in a (nested) list, tuple or dict."""
+    if isinstance(data, torch.Tensor):
+        return [data]
+    if isinstance(data, (list, tuple)):
+        return [t for item in data for t in _tensors(item)]
+    if isinstance(data, dict):
+        return [t for item in data.values() for t in _tensors(item)]
+    return []
 
 
 def _count_tensors(data) -> int:
     """How many tensors a (nested) list or tuple holds."""
-    if isinstance(data, torch.Tensor):
-        return 1
-    if isinstance(data, (list, tuple)):
-        return sum(_count_tensors(item) for item in data)
-    return 0
+    return len(_tensors(data))
 
 
 def _run(fn, *args, when: str = "", hint: str = ""):
-    """call_learner inside a recorder: (result, problem, recorder). The recorder keeps the warnings raised."""
-    with warnings.catch_warnings(record=True) as caught, _Calls() as calls:
+    """call_learner inside a recorder that follows the tensors in ``args``: (result, problem, recorder).
+    The recorder keeps the warnings raised."""
+    with warnings.catch_warnings(record=True) as caught, _Calls(_tensors(args)) as calls:
         warnings.simplefilter("always")
         result, problem = call_learner(fn, *args, when=when, hint=hint)
     calls.warnings = caught
@@ -105,7 +157,7 @@ def to_numpy(fn) -> object:
         return failed(f"Return a NumPy array, not {type(result).__name__}.", "t.detach().cpu().numpy()")
     if result.dtype != np.float32 or result.tolist() != [0.5, -1.0, 2.0]:
         return failed(f"Expected float32 [0.5, -1.0, 2.0], got {result.dtype} {result.tolist()}.", "Convert as is.")
-    if not any(_asks_for_host(*call) for call in calls.calls):
+    if calls.numpy_on_device:
         return failed(
             "This works here because the tensor is already on the CPU, but on a GPU .numpy() raises "
             "TypeError: can't convert cuda:0 device type tensor to numpy.",
