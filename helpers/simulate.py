@@ -1,15 +1,14 @@
 """Pretend to be another machine (no GPU, several GPUs, a Mac, a GPU CUDA cannot use), for tests and checks.
 
 Only these queries are faked: ``torch.cuda`` is_available, device_count, init, current_device,
-get_device_name, get_device_properties, mem_get_info (and is_initialized when CUDA cannot start); ``torch.backends.mps.is_available`` and
-``torch.mps`` is_available / device_count (where they exist); ``torch.version.cuda``;
-``torch.accelerator`` current_accelerator, is_available, device_count; and, for
-``other_accelerator``, that backend's is_available / device_count. No tensor can really be put on a
-simulated GPU.
+get_device_name, get_device_properties, mem_get_info (and is_initialized when CUDA cannot start);
+``torch.backends.mps.is_available`` and ``torch.mps`` is_available / device_count (where they exist);
+``torch.version.cuda``; ``torch.accelerator`` current_accelerator, is_available, device_count; and,
+for ``other_accelerator``, that backend's is_available / device_count. No tensor can really be put
+on a simulated GPU.
 
 With ``cuda_init_error`` CUDA cannot start, as on a machine whose driver is too old: whatever would
-initialise CUDA raises ``RuntimeError(cuda_init_error)``, moving a tensor to ``cuda`` included.
-"""
+initialise CUDA raises ``RuntimeError(cuda_init_error)``, moving a tensor to ``cuda`` included."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ import torch
 from helpers.exercises import call_learner, exercise_check, failed, passed
 from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
 
-
 INVENTORY_MACHINES = [
     ("a machine with no GPU", dict(cuda=0)),
     ("a machine with one GPU", dict(cuda=1, memory_gib=[15.8])),
