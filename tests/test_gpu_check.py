@@ -1,0 +1,337 @@
+"""tools/gpu_check.py on any machine: the no-GPU path for real, the phases on a simulated GPU machine.
+
+On the simulated machine every subprocess is stubbed: each phase gets the output its real command
+prints (the doctor's from its own renderer, the benchmark's and the training's from quick CPU runs).
+"""
+
+import datetime
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from helpers import data as D
+from helpers import doctor
+from tools import course
+from tools import gpu_check as G
+
+H200 = G.Machine(("NVIDIA H200",), "580.65.06", "2.14.1+cu130")
+GPU_FACTS = doctor.Facts(
+    torch_version="2.14.1+cu130",
+    torchvision_version="0.29.1+cu130",
+    cuda_build="13.0",
+    cuda_available=True,
+    gpus=[doctor.Gpu(0, "NVIDIA H200", 139.8, "9.0")],
+    nvidia_smi="ok",
+    driver_version="580.65.06",
+    smi_gpus=["NVIDIA H200"],
+    course_device="cuda:0",
+    course_device_detail="cuda:0 (NVIDIA H200, 139.8 GiB, compute capability 9.0)",
+    available_devices=["cuda:0", "cpu"],
+)
+SUITE_OK = "........ [100%]\n641 passed, 1 skipped in 98.12s (0:01:38)\n"
+BENCH_OK = """\
+variant                       images/s
+course loop                      41234
+bare loop                        41500
+tensor on device                 41012
+DataLoader + ToTensor             3120
+
+(a) course loop / bare loop:             0.994  (OK)
+(b) tensor on device / DataLoader:       13.14x
+"""
+TRAIN_OK = """\
+data: synthetic CIFAR-shaped data (fallback, not CIFAR-10): 3x32x32 images, 10 classes, generated from a fixed seed
+device: cuda:0
+epoch 3: train loss 1.020, test loss 0.990, test accuracy 71.3% on synthetic CIFAR-shaped data (fallback, not CIFAR-10)
+done in 21.4 s: epoch 3: train loss 1.020, test loss 0.990, test accuracy 71.3% on synthetic CIFAR-shaped data \
+(fallback, not CIFAR-10)
+These are results on synthetic data, not CIFAR-10 results.
+"""
+
+
+def doctor_output(facts: doctor.Facts) -> str:
+    return doctor.render(doctor.diagnose(facts)) + "\n"
+
+
+class FakeRun:
+    """Stands in for G.run_command: records each call, answers with the output the phase's command prints."""
+
+    def __init__(self, **overrides):
+        self.calls = []
+        self.outputs = {"doctor": (0, doctor_output(GPU_FACTS)), "suite": (0, SUITE_OK),
+                        "benchmark": (0, BENCH_OK), "training": (0, TRAIN_OK), **overrides}  # fmt: skip
+
+    def __call__(self, command, env, cwd, timeout_s):
+        text = " ".join(command[1:])
+        name = next(n for n, key in [("doctor", "helpers.doctor"), ("suite", "pytest"), ("benchmark", "bench_training"),
+                                     ("training", "train_tudui"), ("extra", "extra")] if key in text)  # fmt: skip
+        self.calls.append({"name": name, "command": command, "env": env, "cwd": cwd, "timeout_s": timeout_s})
+        return self.outputs[name]
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch, tmp_path):
+    """A machine with one H200, phases stubbed, logs in tmp_path; yields the FakeRun."""
+    fake = FakeRun()
+    monkeypatch.setattr(G, "detect", lambda: (H200, ""))
+    monkeypatch.setattr(G, "run_command", fake)
+    monkeypatch.setattr(G, "missing_dev_packages", lambda root=None: [])
+    monkeypatch.setattr(G, "LOG_DIR", tmp_path / "logs")
+    return fake
+
+
+def last_row(out: str) -> list[str]:
+    row = [line for line in out.splitlines() if line.startswith("| ")][-1]
+    return [cell.strip() for cell in row.strip("|").split("|")]
+
+
+# --- no GPU ------------------------------------------------------------------------------------------
+
+
+def test_without_a_gpu_nothing_runs_and_it_exits_0(monkeypatch, capsys):
+    monkeypatch.setattr(G, "detect", lambda: (None, "no CUDA GPU here (a CPU-only build of PyTorch)"))
+    monkeypatch.setattr(G, "run_command", lambda *a: pytest.fail("ran a phase without a GPU"))
+    assert G.main([]) == 0
+    out = capsys.readouterr().out
+    assert "no CUDA GPU here" in out and "Nothing was run" in out
+
+
+def test_detect_reads_the_doctors_facts(monkeypatch):
+    monkeypatch.setattr(doctor, "gather_facts", lambda: GPU_FACTS)
+    assert G.detect() == (H200, "")
+    for facts, why in [
+        (replace(GPU_FACTS, cuda_available=False, gpus=[]), "torch.cuda.is_available() is False"),
+        (replace(GPU_FACTS, cuda_available=False, gpus=[], cuda_build=None), "CPU-only build"),
+        (doctor.Facts(torch_error="ModuleNotFoundError: No module named 'torch'"), "PyTorch is not usable"),
+    ]:
+        monkeypatch.setattr(doctor, "gather_facts", lambda facts=facts: facts)
+        machine, text = G.detect()
+        assert machine is None and why in text
+
+
+def test_the_command_itself_without_a_visible_gpu():
+    """``python tools/gpu_check.py`` for real, CUDA hidden: exit 0, nothing run (safe on a GPU machine too)."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(
+        [sys.executable, "tools/gpu_check.py"], cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Nothing was run" in result.stdout and "[1/" not in result.stdout
+
+
+# --- the phases on a simulated GPU machine -------------------------------------------------------------
+
+
+def test_all_phases_pass_and_print_the_row(gpu_machine, capsys):
+    assert G.main([]) == 0
+    out = capsys.readouterr().out
+    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "suite", "benchmark", "training"]
+    assert "All phases passed." in out and "FAILED" not in out
+    assert "| " + " | ".join(G.COLUMNS) + " |" in out
+    today = datetime.date.today().isoformat()
+    assert last_row(out) == [today, "NVIDIA H200", "580.65.06", "2.14.1+cu130", "641 / 0", "41234", "0.994"]
+    assert "3 epochs in 21 s, test accuracy 71.3%" in out
+
+
+def test_phases_run_on_cuda_in_the_right_mode_and_place(gpu_machine):
+    G.main([])
+    calls = {c["name"]: c for c in gpu_machine.calls}
+    assert calls["suite"]["env"]["COURSE_DEVICE"] == "cuda" and calls["suite"]["env"]["COURSE_QUICK"] == "1"
+    assert calls["suite"]["cwd"] == G.ROOT, "the suite checks the repository's stored outputs"
+    for name in ("benchmark", "training"):
+        call = calls[name]
+        assert call["command"][call["command"].index("--device") + 1] == "cuda"
+        assert call["env"]["COURSE_QUICK"] == "0", "full mode"
+        assert call["env"]["https_proxy"] == G.CLOSED_PORT, "offline: the synthetic fallback, no download"
+        assert call["cwd"] != G.ROOT, "what it writes goes to a scratch folder"
+    assert calls["training"]["command"][calls["training"]["command"].index("--epochs") + 1] == str(G.TRAIN_EPOCHS)
+    assert sum(c["timeout_s"] for c in gpu_machine.calls) <= G.DEADLINE_S
+
+
+def test_each_phase_log_is_kept(gpu_machine):
+    G.main([])
+    assert (G.LOG_DIR / "suite.log").read_text() == SUITE_OK
+
+
+def test_failing_tests_fail_the_check_and_show_in_the_row(gpu_machine, capsys):
+    gpu_machine.outputs["suite"] = (1, "F.....\nFAILED tests/test_x.py::t - boom\n2 failed, 639 passed in 99.0s\n")
+    assert G.main([]) == 1
+    out = capsys.readouterr().out
+    assert last_row(out)[4] == "639 / 2"
+    assert "FAILED: suite (failed)" in out
+    assert "boom" in out, "the failing phase's output tail is shown"
+    assert [c["name"] for c in gpu_machine.calls][-1] == "training", "the other phases still run"
+
+
+@pytest.mark.parametrize(
+    "phase, outcome",
+    [
+        ("doctor", (0, doctor_output(replace(GPU_FACTS, course_device="cpu", course_device_detail="cpu")))),
+        ("doctor", (1, doctor_output(GPU_FACTS))),
+        ("suite", (3, "ERROR: usage: pytest [options]\n")),
+        ("suite", (None, "....")),  # timed out
+        ("benchmark", (1, BENCH_OK.replace("0.994  (OK)", "0.900  (BELOW 0.95)"))),
+        ("benchmark", (1, "Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n")),
+        ("training", (0, TRAIN_OK.replace("device: cuda:0", "device: cpu"))),
+        ("training", (130, TRAIN_OK.split("done in")[0])),
+    ],
+)
+def test_any_failure_exits_1(gpu_machine, capsys, phase, outcome):
+    gpu_machine.outputs[phase] = outcome
+    assert G.main([]) == 1
+    out = capsys.readouterr().out
+    assert f"FAILED: {phase} (" in out
+
+
+def test_timeout_is_reported(gpu_machine, capsys):
+    gpu_machine.outputs["suite"] = (None, "....")
+    G.main([])
+    assert "TIMED OUT" in capsys.readouterr().out
+
+
+def test_missing_dev_extra_is_named_with_the_install_command(gpu_machine, monkeypatch, capsys):
+    monkeypatch.setattr(G, "missing_dev_packages", lambda root=None: ["ipykernel", "nbval"])
+    assert G.main([]) == 1
+    out = capsys.readouterr().out
+    assert "needs ipykernel, nbval, not installed here" in out and 'pip install -e ".[dev]"' in out
+    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "benchmark", "training"]
+    assert last_row(out)[4] == "not run" and last_row(out)[5] == "41234"
+
+
+def test_missing_dev_packages_reads_the_dev_extra(monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        if name in ("nbval", "ipykernel"):  # the GPU machine's Python: pytest, but no Jupyter
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert G.missing_dev_packages() == ["ipykernel", "nbval"]
+
+
+def test_the_deadline_cuts_timeouts_and_stops_starting_phases(gpu_machine, monkeypatch, capsys):
+    clock = {"t": 0.0}
+    monkeypatch.setattr(G, "_now", lambda: clock["t"])
+
+    def slow(command, env, cwd, timeout_s):
+        clock["t"] += timeout_s if "pytest" in command else 10
+        return gpu_machine(command, env, cwd, timeout_s)
+
+    monkeypatch.setattr(G, "run_command", slow)
+    monkeypatch.setattr(G, "DEADLINE_S", 200)
+    assert G.main([]) == 1
+    timeouts = {c["name"]: c["timeout_s"] for c in gpu_machine.calls}
+    assert timeouts["suite"] == 190, "the suite gets what is left of the deadline"
+    assert "benchmark" not in timeouts and "the check's 200 s are spent" in capsys.readouterr().out
+
+
+def test_phase_list_is_extensible_and_min_gpus_skips(gpu_machine, monkeypatch, capsys):
+    extra = G.Phase("extra", lambda c: [c.python, "extra"], 10, lambda out: {}, min_gpus=2)
+    monkeypatch.setattr(G, "PHASES", [*G.PHASES, extra])
+    gpu_machine.outputs["extra"] = (0, "")
+    assert G.main([]) == 0, "a phase for more GPUs than the machine has is skipped, not failed"
+    assert "SKIPPED" in capsys.readouterr().out and "extra" not in [c["name"] for c in gpu_machine.calls]
+    monkeypatch.setattr(G, "detect", lambda: (replace(H200, gpus=("NVIDIA H200",) * 2), ""))
+    assert G.main([]) == 0
+    assert gpu_machine.calls[-1]["name"] == "extra"
+
+
+def test_only_runs_the_named_phases(gpu_machine, capsys):
+    assert G.main(["--only", "benchmark"]) == 0
+    assert [c["name"] for c in gpu_machine.calls] == ["benchmark"]
+    assert last_row(capsys.readouterr().out)[4:] == ["not run", "41234", "0.994"]
+
+
+def test_total_timeouts_fit_in_8_minutes():
+    assert sum(p.timeout_s for p in G.PHASES) <= G.DEADLINE_S < 8 * 60
+
+
+# --- formatting and parsing ----------------------------------------------------------------------------
+
+
+def test_row_formatting():
+    bench = {"img/s (course loop)": "900", "course / bare loop": "0.900"}
+    results = [G.Result("suite", "passed", 1.0, {"tests passed / failed": "641 / 0"}),
+               G.Result("benchmark", "failed", 1.0, bench)]  # fmt: skip
+    machine = G.Machine(("NVIDIA A100|80GB", "NVIDIA A100|80GB", "NVIDIA T4"), None, "2.7.1+cu126")
+    row = G.results_row(machine, results, datetime.date(2026, 12, 1))
+    assert row == "| 2026-12-01 | 2x NVIDIA A100/80GB, NVIDIA T4 | unknown | 2.7.1+cu126 | 641 / 0 | 900 | 0.900 |"
+
+
+@pytest.mark.parametrize(
+    "tail, counts",
+    [
+        ("641 passed in 98.12s (0:01:38)", {"passed": 641}),
+        ("===== 2 failed, 639 passed, 1 skipped, 3 warnings in 99.00s =====", {"failed": 2, "passed": 639,
+                                                                               "skipped": 1, "warning": 3}),
+        ("1 error in 0.52s", {"error": 1}),
+        ("3 passed, 2 errors, 1 xfailed in 1.0s", {"passed": 3, "error": 2, "xfailed": 1}),
+    ],
+)  # fmt: skip
+def test_pytest_counts(tail, counts):
+    assert G.pytest_counts("collected 641 items\n....\n" + tail + "\n") == counts
+
+
+def test_pytest_without_summary_or_with_errors_fails():
+    with pytest.raises(G.PhaseError, match="no pytest summary"):
+        G.parse_pytest("ImportError while loading conftest\n")
+    with pytest.raises(G.PhaseError, match="1 tests failed"):
+        G.parse_pytest("5 passed, 1 error in 3.0s\n")
+    with pytest.raises(G.PhaseError, match="no test passed"):
+        G.parse_pytest("no tests ran in 0.01s\n641 deselected in 1.0s\n")
+
+
+def test_doctor_output_on_a_gpu_and_a_cpu_machine():
+    assert G.parse_doctor(doctor_output(GPU_FACTS)) == {}
+    laptop = replace(GPU_FACTS, cuda_available=False, gpus=[], course_device="cpu", course_device_detail="cpu")
+    with pytest.raises(G.PhaseError, match="CUDA GPU"):
+        G.parse_doctor(doctor_output(laptop))
+
+
+def test_real_benchmark_output_parses(monkeypatch, tmp_path, capsys):
+    """The benchmark's own output (a quick CPU run) carries what the row needs."""
+    import importlib.util
+
+    monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (128, 64))
+    monkeypatch.chdir(tmp_path)
+    spec = importlib.util.spec_from_file_location("bench_training", course.ROOT / "benchmarks" / "bench_training.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ratios = iter([0.987, 1.21, 0.93, 1.2])  # (a) then (b), twice: no timing, the real printing
+
+    def measured(runs, n_images, device, repeats):
+        return {name: 1000.0 + i for i, name in enumerate(runs)}, next(ratios)
+
+    monkeypatch.setattr(bench, "interleaved", measured)
+    bench.main(["--quick", "--device", "cpu"])
+    assert G.parse_benchmark(capsys.readouterr().out) == {"img/s (course loop)": "1000", "course / bare loop": "0.987"}
+    bench.main(["--quick", "--device", "cpu"])
+    with pytest.raises(G.PhaseError, match="too slow: 0.930"):
+        G.parse_benchmark(capsys.readouterr().out)
+
+
+def test_real_training_output_parses(monkeypatch, tmp_path, capsys):
+    """train_tudui's own output (one quick CPU epoch) is read as the GPU check reads it."""
+    from helpers import train_tudui
+
+    monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (128, 64))
+    monkeypatch.chdir(tmp_path)
+    assert train_tudui.main(["--quick", "--device", "cpu", "--epochs", "1", *G.TRAIN_ARGS[4:]]) == 0
+    out = capsys.readouterr().out
+    summary = G.training_summary(out)
+    assert summary["device"] == "cpu" and summary["epochs"] == "1" and "synthetic" in summary["data"]
+    with pytest.raises(G.PhaseError, match="ran on cpu, not on cuda"):
+        G.parse_training(out)
+    assert G.parse_training(TRAIN_OK) == {"training": "3 epochs in 21 s, test accuracy 71.3%"}
+
+
+def test_readme_gpu_check_table_has_the_rows_columns():
+    readme = (course.ROOT / "README.md").read_text()
+    assert "python tools/gpu_check.py" in readme
+    assert "| " + " | ".join(G.COLUMNS) + " |" in readme
