@@ -1,0 +1,71 @@
+"""The README's notebook table and essentials path agree with what each notebook's title cell states."""
+
+import re
+
+import nbformat
+import pytest
+
+from tools import course
+
+README = (course.ROOT / "README.md").read_text(encoding="utf-8")
+TIME_LINE = re.compile(r"^\*\*Time:\*\* essentials about (\d+) min, whole notebook about (\d+) min\.$", re.MULTILINE)
+ESSENTIALS, WHOLE = "essentials (min)", "whole notebook (min)"
+LESSONS = course.lessons()
+LESSON_IDS = [course.repo_path(p) for p in LESSONS]
+
+
+def cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def readme_table() -> dict[str, dict[str, str]]:
+    """{"00": {"notebook": ..., "essentials (min)": "15", ...}, ...} from the README's notebook table."""
+    lines = README.split("## Notebooks", 1)[1].split("\n## ", 1)[0].splitlines()
+    header = next(cells(line) for line in lines if line.startswith("| # |"))
+    return {row[0]: dict(zip(header, row, strict=True)) for row in map(cells, lines) if re.fullmatch(r"\d\d", row[0])}
+
+
+def notebook_minutes(path) -> tuple[int, int]:
+    """(essentials, whole notebook) minutes from the title cell's Time line."""
+    title = nbformat.read(path, as_version=4).cells[0].source
+    found = TIME_LINE.search(title)
+    assert found, "the title cell needs the line: **Time:** essentials about N min, whole notebook about M min."
+    return int(found.group(1)), int(found.group(2))
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=LESSON_IDS)
+def test_lesson_states_its_time(path):
+    essentials, whole = notebook_minutes(path)
+    assert 0 < essentials <= whole
+
+
+def test_readme_table_has_both_minutes_columns():
+    header = next(cells(line) for line in README.splitlines() if line.startswith("| # |"))
+    assert header.index(ESSENTIALS) + 1 == header.index(WHOLE), "the essentials column sits beside the whole one"
+
+
+def test_readme_table_lists_every_lesson_once():
+    assert sorted(readme_table()) == [p.name[:2] for p in LESSONS]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=LESSON_IDS)
+def test_readme_minutes_are_the_notebooks(path):
+    row = readme_table().get(path.name[:2])
+    assert row, f"README: add a row for {path.name}"
+    essentials, whole = notebook_minutes(path)
+    assert (row[ESSENTIALS], row[WHOLE]) == (str(essentials), str(whole)), f"README row {path.name[:2]}"
+    assert course.colab_url(path) in row["Colab"]
+
+
+def test_essentials_path_adds_up():
+    found = re.search(
+        r"essentials of notebooks (\d\d)-(\d\d) take about (\d+) hours \(the whole\s+notebooks about (\d+) hours\)",
+        README,
+    )
+    assert found, "README: state the essentials path (essentials of notebooks AA-BB take about N hours ...)"
+    first, last, hours, whole_hours = map(int, found.groups())
+    minutes = [notebook_minutes(p) for p in LESSONS if first <= int(p.name[:2]) <= last]
+    assert len(minutes) == last - first + 1
+    assert round(sum(e for e, _ in minutes) / 60) == hours
+    assert round(sum(w for _, w in minutes) / 60) == whole_hours
+    assert '"Going deeper:"' in README
