@@ -210,15 +210,25 @@ PHASES: list[Phase] = [
 
 def detect() -> tuple[Machine | None, str]:
     """(the machine, "") when CUDA can use a GPU here, else (None, why not)."""
-    from helpers import doctor
-
-    facts = doctor.gather_facts()
-    if facts.torch_version is None:
-        return None, f"PyTorch is not usable here ({facts.torch_error})"
-    if not facts.cuda_available or not facts.gpus:
-        why = "a CPU-only build of PyTorch" if facts.cuda_build is None else "torch.cuda.is_available() is False"
+    try:
+        import torch
+    except Exception as err:  # not installed, or a broken install
+        return None, f"PyTorch is not usable here ({type(err).__name__}: {err})"
+    if not torch.cuda.is_available():
+        why = "a CPU-only build of PyTorch" if torch.version.cuda is None else "torch.cuda.is_available() is False"
         return None, f"no CUDA GPU here ({why}; python -m helpers.doctor says more)"
-    return Machine(tuple(g.name for g in facts.gpus), facts.driver_version, facts.torch_version), ""
+    gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    return Machine(gpus, nvidia_driver(), torch.__version__), ""
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver version nvidia-smi reports, None without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.split()[0] if out.split() else None
 
 
 def missing_dev_packages(root: Path = ROOT) -> list[str]:
