@@ -1,9 +1,11 @@
 """The checks of notebook 03 accept right answers and explain typical wrong ones."""
 
+import re
+
 import pytest
 import torch
 
-from helpers.devices import pick_device
+from helpers.devices import DeviceError, pick_device
 from helpers.exercises import ex03_devices as check
 
 
@@ -133,7 +135,7 @@ def score_wrong_axis(x):
         (score_forgets_assignment, "w = w.to(x.device)"),
         (score_float32_weights, "Give the weights x's dtype"),
         (score_casts_x, "Do not cast x" if pick_device().type != "mps" else "do not cast x"),
-        (score_moves_x_to_cpu, "moved a tensor off the device"),
+        (score_moves_x_to_cpu, "your result is on cpu"),
         (score_wrong_axis, "shape"),
     ],
 )
@@ -145,3 +147,116 @@ def test_weighted_score_rejects(fn, fragment):
 @pytest.mark.parametrize("fn", [score_right, score_new_tensor])
 def test_weighted_score_accepts(fn):
     assert check.weighted_score(fn)
+
+
+# The test bank: more right answers in different styles, and wrong ones with their hints.
+def choose_regex(text):
+    text = re.sub(r"\s+", "", text).lower()
+    text = re.sub(r"^gpu", "cuda", text)
+    return pick_device(text or "auto")
+
+
+def choose_one_line(text):
+    return pick_device("".join(text.split()).lower().replace("gpu", "cuda") or "auto")
+
+
+def choose_own_availability(text):
+    text = "".join(text.split()).lower()
+    text = "cuda" + text[3:] if text.startswith("gpu") else text
+    if text in ("", "auto"):
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(text)
+    if device.type == "cuda":
+        index = device.index or 0
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise DeviceError(f"{text} is not available here")
+        return torch.device("cuda", index)
+    return device
+
+
+def choose_with_suggest(text):
+    from helpers.devices import suggest
+
+    if text.strip().lower() in ("", "auto"):
+        return pick_device("auto")
+    return pick_device(suggest(text) or text)
+
+
+def choose_mapping(text):
+    aliases = {"": "auto", "gpu": "cuda"}
+    text = "".join(text.split()).lower()
+    text = aliases.get(text, text)
+    if text.startswith("gpu:"):
+        text = text.replace("gpu", "cuda", 1)
+    return pick_device(text)
+
+
+@pytest.mark.parametrize(
+    "fn", [choose_regex, choose_one_line, choose_own_availability, choose_with_suggest, choose_mapping]
+)
+def test_choose_device_accepts_more(fn):
+    assert check.choose_device(fn)
+
+
+def choose_counts_gpus(text):
+    text = "".join(text.split()).lower().replace("gpu", "cuda")
+    if text in ("", "auto"):
+        return torch.device("cuda", 0) if torch.cuda.device_count() else torch.device("cpu")
+    return pick_device(text)
+
+
+def choose_raises_value_error(text):
+    device = choose_right(text) if text != "cuda:0" or torch.cuda.is_available() else None
+    if device is None:
+        raise ValueError("no such GPU")
+    return device
+
+
+def choose_lowercase_only(text):
+    return pick_device(text.lower() or "auto")
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (choose_counts_gpus, "device_count() counts GPUs CUDA cannot use"),
+        (choose_raises_value_error, "Let pick_device() raise its DeviceError"),
+        (choose_lowercase_only, "drop every space"),
+    ],
+)
+def test_choose_device_rejects_more(fn, fragment):
+    feedback = check.choose_device(fn)
+    assert not feedback and fragment in feedback.message
+
+
+def score_columns(x):
+    return x[:, 0] * 0.2 + x[:, 1] * 0.3 + x[:, 2] * 0.5  # Python numbers keep x's device and dtype
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        score_columns,
+        lambda x: x @ x.new_tensor([0.2, 0.3, 0.5]),
+        lambda x: torch.einsum("ij,j->i", x, x.new_tensor([0.2, 0.3, 0.5])),
+        lambda x: (x * torch.tensor([0.2, 0.3, 0.5]).to(x)).sum(dim=1),
+        lambda x: (x * torch.tensor([0.2, 0.3, 0.5], device=x.device)).sum(-1).to(x.dtype),
+        lambda x: torch.mv(x, torch.as_tensor([0.2, 0.3, 0.5], dtype=x.dtype, device=x.device)),
+    ],
+)
+def test_weighted_score_accepts_more(fn):
+    assert check.weighted_score(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (lambda x: x.sum(-1), "expected"),
+        (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(0), "shape (3,)"),
+        (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(-1).tolist(), "Return a tensor, not list"),
+        (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(-1).cpu(), "your result is on cpu"),
+    ],
+)
+def test_weighted_score_rejects_more(fn, fragment):
+    feedback = check.weighted_score(fn)
+    assert not feedback and fragment in feedback.message

@@ -1,5 +1,7 @@
 """The checks of notebook 04 accept right answers and explain typical wrong ones."""
 
+from copy import deepcopy
+
 import pytest
 import torch
 from torch import nn
@@ -105,7 +107,7 @@ class StandardizeMovesInput(StandardizeRight):
         (StandardizeNoTensors, "not buffers"),
         (StandardizeNotPersistent, "missing from state_dict()"),
         (StandardizeWrongFormula, "expected"),
-        (StandardizeMovesInput, "moved a tensor off the device"),
+        (StandardizeMovesInput, "no .cpu() or .to() inside forward"),
         (StandardizeFetchesOutput, "no .cpu() or .to() inside forward"),
     ],
 )
@@ -189,3 +191,178 @@ def test_predict_rejects(fn, fragment):
 
 def test_predict_accepts_the_solution():
     assert check.predict(predict_right)
+
+
+# The test bank: more right answers in different styles, and wrong ones with their hints.
+class StandardizeBufferClass(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.mean = nn.Buffer(mean.clone())  # nn.Buffer (torch >= 2.5) registers a buffer by assignment
+        self.std = nn.Buffer(std.clone())
+
+    def forward(self, x):
+        return torch.div(torch.sub(x, self.mean), self.std)
+
+
+class StandardizeInverse(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.register_buffer("shift", mean.reshape(1, -1))
+        self.register_buffer("inv_std", 1.0 / std, persistent=True)
+
+    def forward(self, x):
+        return (x - self.shift) * self.inv_std
+
+
+class StandardizeSubmodule(nn.Module):
+    class Stats(nn.Module):
+        def __init__(self, mean, std):
+            super().__init__()
+            self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float32))
+            self.register_buffer("std", torch.as_tensor(std, dtype=torch.float32))
+
+    def __init__(self, mean, std):
+        super().__init__()
+        self.stats = self.Stats(mean, std)
+
+    def forward(self, x):
+        return (x - self.stats.mean) / self.stats.std
+
+
+@pytest.mark.parametrize("cls", [StandardizeBufferClass, StandardizeInverse, StandardizeSubmodule])
+def test_standardize_accepts_more(cls):
+    assert check.standardize(cls)
+
+
+class StandardizeFrozenParameters(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.mean = nn.Parameter(mean, requires_grad=False)
+        self.std = nn.Parameter(std, requires_grad=False)
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
+class StandardizeHalfParameter(StandardizeRight):
+    def __init__(self, mean, std):
+        nn.Module.__init__(self)
+        self.register_buffer("mean", mean)
+        self.std = nn.Parameter(std)
+
+
+class StandardizeInAList(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.stats = [mean, std]
+
+    def forward(self, x):
+        return (x - self.stats[0].to(x.device)) / self.stats[1].to(x.device)
+
+
+class StandardizeStdNotSaved(StandardizeRight):
+    def __init__(self, mean, std):
+        nn.Module.__init__(self)
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std, persistent=False)
+
+
+@pytest.mark.parametrize(
+    "cls, fragment",
+    [
+        (StandardizeFrozenParameters, "with requires_grad=False: not trained today"),
+        (StandardizeHalfParameter, "std is an nn.Parameter: model.parameters() hands them to the optimizer"),
+        (StandardizeInAList, "module.buffers() lists nothing"),
+        (StandardizeStdNotSaved, "Buffer(s) std are missing from state_dict()"),
+    ],
+)
+def test_standardize_rejects_more(cls, fragment):
+    feedback = check.standardize(cls)
+    assert not feedback and fragment in feedback.message
+
+
+def test_frozen_parameters_are_not_said_to_be_trained():
+    feedback = check.standardize(StandardizeFrozenParameters)
+    assert "would train" not in feedback.message and "training would change" not in feedback.message
+
+
+def predict_restores_mode(model, x, device):
+    was_training = model.training
+    model.to(device).eval()
+    with torch.no_grad():
+        out = model(x.to(device))
+    model.train(was_training)  # the caller gets its model back as it was
+    return out
+
+
+def predict_on_a_copy(model, x, device):
+    copy = deepcopy(model).to(device).eval()
+    with torch.inference_mode():
+        return copy(x.to(device))
+
+
+@torch.no_grad()
+def predict_decorated(model, x, device):
+    model.train(False)
+    return model.to(device)(x.to(device, non_blocking=True))
+
+
+def predict_grad_disabled(model, x, device):
+    x = x.to(device)
+    model = model.to(device)
+    model.eval()
+    with torch.set_grad_enabled(False):
+        return model(x)
+
+
+def predict_moves_model_back(model, x, device):
+    model.to(device).eval()
+    with torch.no_grad():
+        out = model(x.to(device))
+    model.to("cpu")
+    return out
+
+
+@pytest.mark.parametrize(
+    "fn", [predict_restores_mode, predict_on_a_copy, predict_decorated, predict_grad_disabled, predict_moves_model_back]
+)
+def test_predict_accepts_more(fn):
+    assert check.predict(fn)
+
+
+def predict_detach(model, x, device):
+    model.to(device).eval()
+    return model(x.to(device)).detach()
+
+
+def predict_top_level_flag(model, x, device):
+    model.to(device)
+    model.training = False  # the Dropout inside keeps training=True
+    with torch.no_grad():
+        return model(x.to(device))
+
+
+def predict_freezes_parameters(model, x, device):
+    model.to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model(x.to(device))
+
+
+def predict_softmax(model, x, device):
+    return predict_right(model, x, device).softmax(dim=1)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (predict_detach, ".detach() afterwards drops the graph, but it was built"),
+        (predict_top_level_flag, "Dropout zeroed random activations"),
+        (predict_freezes_parameters, "changed the model's requires_grad flags"),
+        (predict_softmax, "differs from model(x) in eval mode"),
+        (lambda model, x, device: predict_right(model, x, device).tolist(), "not list"),
+    ],
+)
+def test_predict_rejects_more(fn, fragment):
+    feedback = check.predict(fn)
+    assert not feedback and fragment in feedback.message

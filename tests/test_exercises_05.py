@@ -1,5 +1,6 @@
 """The checks of notebook 05 accept right answers and explain typical wrong ones."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -249,5 +250,203 @@ def test_relu_accepts(cls, capsys):
     ],
 )
 def test_relu_rejects(cls, fragment, capsys):
+    assert not check.tudui_relu(cls)
+    assert fragment in capsys.readouterr().out
+
+
+# The test bank: more right answers in different styles, and wrong ones with their hints.
+def loop_sums_item(model, loss_fn, optimizer, train_dataloader, device):
+    model = model.to(device)
+    total = 0.0
+    for imgs, targets in train_dataloader:
+        imgs, targets = imgs.to(device), targets.to(device)
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item()  # a copy to the host per batch: slow on a GPU, but right
+    print(f"mean loss {total / len(train_dataloader):.3f}")
+    return loss
+
+
+def loop_logs_and_counts(model, loss_fn, optimizer, train_dataloader, device):
+    model.to(device)
+    loss_fn.to(device)
+    model.train()
+    correct = 0
+    for step, batch in enumerate(train_dataloader):
+        imgs, targets = (t.to(device, non_blocking=True) for t in batch)
+        outputs = model(imgs)
+        loss = loss_fn(outputs, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        correct += (outputs.argmax(1) == targets).sum()
+        if step % 100 == 0:
+            print(f"step {step}: loss {loss:.3f}")
+    print("accuracy", float(correct) / sum(len(t) for _, t in train_dataloader))
+    return loss
+
+
+def loop_device_object(model, loss_fn, optimizer, train_dataloader, device):
+    device = torch.device(device)
+    model = model.to(device=device)
+    for imgs, targets in train_dataloader:
+        outputs = model(imgs.to(device))
+        loss = loss_fn(outputs, targets.to(device))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return loss.detach()
+
+
+def loop_keeps_loss_values(model, loss_fn, optimizer, train_dataloader, device):
+    model.to(device)
+    losses = []
+    for imgs, targets in train_dataloader:
+        loss = loss_fn(model(imgs.to(device)), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    print("losses:", torch.stack(losses).cpu().tolist())
+    return losses[-1]
+
+
+@pytest.mark.parametrize("fn", [loop_sums_item, loop_logs_and_counts, loop_device_object, loop_keeps_loss_values])
+def test_method1_accepts_more(fn, capsys):
+    assert check.method1_loop(fn)
+    assert "[PASS]" in capsys.readouterr().out
+
+
+def loop_model_not_moved(model, loss_fn, optimizer, train_dataloader, device):
+    for imgs, targets in train_dataloader:
+        loss = loss_fn(model(imgs.to(device)), targets.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss
+
+
+def loop_returns_loss_on_cpu(model, loss_fn, optimizer, train_dataloader, device):
+    return loop_method1(model, loss_fn, optimizer, train_dataloader, device).cpu()
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (loop_model_not_moved, "the model stayed on cpu"),
+        (loop_returns_loss_on_cpu, "The returned loss is on cpu"),
+        (lambda *args: None, "left the model on cpu and did not train it"),
+    ],
+)
+def test_method1_rejects_more(fn, fragment, capsys):
+    assert not check.method1_loop(fn)
+    assert fragment in capsys.readouterr().out
+
+
+def loss_reciprocal(class_counts, device):
+    weight = torch.tensor(class_counts).float().reciprocal().to(device)
+    return nn.CrossEntropyLoss(weight=weight)
+
+
+def loss_normalised(class_counts, device):
+    weight = 1.0 / np.asarray(class_counts, dtype=np.float32)
+    weight = torch.from_numpy(weight / weight.sum())
+    loss_fn = nn.CrossEntropyLoss(weight=weight)
+    loss_fn.to(device)  # modules move in place
+    return loss_fn
+
+
+def loss_max_over_count(class_counts, device):
+    weight = [max(class_counts) / count for count in class_counts]
+    return nn.CrossEntropyLoss(weight=torch.tensor(weight, dtype=torch.float32, device=device), reduction="mean")
+
+
+@pytest.mark.parametrize("fn", [loss_reciprocal, loss_normalised, loss_max_over_count])
+def test_weighted_loss_accepts_more(fn):
+    assert check.weighted_loss(fn)
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (
+            lambda counts, device: nn.CrossEntropyLoss(weight=torch.ones(10)).to(device),
+            "got no more weight than the others",
+        ),
+        (lambda counts, device: nn.CrossEntropyLoss(weight=torch.ones(5, device=device)), "10 floats"),
+        (lambda counts, device: nn.NLLLoss(weight=1 / torch.tensor(counts).float()).to(device), "not NLLLoss"),
+    ],
+)
+def test_weighted_loss_rejects_more(fn, fragment, capsys):
+    assert not check.weighted_loss(fn)
+    assert fragment in capsys.readouterr().out
+
+
+class TuduiSeparateLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2, self.conv3 = conv(3, 32), conv(32, 32), conv(32, 64)
+        self.pool = nn.MaxPool2d(2)
+        self.fc1, self.fc2 = nn.Linear(1024, 64), nn.Linear(64, 10)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        x = self.pool(self.relu(self.conv1(x)))
+        x = self.pool(self.relu(self.conv2(x)))
+        x = self.pool(self.relu(self.conv3(x)))
+        return self.fc2(self.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class TuduiReluAfterPool(TuduiReLU):
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Sequential(
+            conv(3, 32), nn.MaxPool2d(2), nn.ReLU(),
+            conv(32, 32), nn.MaxPool2d(2), nn.ReLU(),
+            conv(32, 64), nn.MaxPool2d(2), nn.ReLU(),
+            nn.Flatten(), nn.Linear(1024, 64), nn.ReLU(), nn.Linear(64, 10),
+        )  # fmt: skip
+
+
+class TuduiMethodRelu(TuduiFunctional):
+    def forward(self, x):
+        for layer in self.model:
+            x = layer(x)
+            if isinstance(layer, nn.Conv2d) or (isinstance(layer, nn.Linear) and layer.out_features == 64):
+                x = x.relu()
+        return x
+
+
+class TuduiClamp(TuduiFunctional):
+    def forward(self, x):
+        for layer in self.model:
+            x = layer(x)
+            if isinstance(layer, nn.Conv2d) or (isinstance(layer, nn.Linear) and layer.out_features == 64):
+                x = torch.clamp(x, min=0)  # the same function as ReLU
+        return x
+
+
+@pytest.mark.parametrize("cls", [TuduiSeparateLayers, TuduiReluAfterPool, TuduiMethodRelu, TuduiClamp])
+def test_relu_accepts_more(cls, capsys):
+    assert check.tudui_relu(cls)
+    assert "with 4 ReLU activations" in capsys.readouterr().out
+
+
+class TuduiReturnsTuple(TuduiReLU):
+    def forward(self, x):
+        return self.model(x), x
+
+
+@pytest.mark.parametrize(
+    "cls, fragment",
+    [
+        (TuduiReturnsTuple, "Expected 2x10 outputs on"),
+        (lambda: nn.Linear(3, 10), "parameters"),
+        (lambda: None, "must be an nn.Module"),
+    ],
+)
+def test_relu_rejects_more(cls, fragment, capsys):
     assert not check.tudui_relu(cls)
     assert fragment in capsys.readouterr().out

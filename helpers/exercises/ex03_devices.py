@@ -11,12 +11,26 @@ import torch
 
 from helpers.devices import DeviceError, pick_device
 from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
-from helpers.simulate import simulated_machine
+from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
 
 NORMALISE_HINT = (
     "Clean the text before anything reads it: drop every space (''.join(text.split())), lower-case it, "
     "turn a leading 'gpu' into 'cuda', then give it to pick_device(), which also checks the device is there."
 )
+
+
+BROKEN = "a machine whose NVIDIA driver is too old for this PyTorch (NVML counts 2 GPUs, CUDA cannot start)"
+BROKEN_SPEC = {"cuda": 2, "cuda_init_error": DRIVER_TOO_OLD}
+BROKEN_HINT = (
+    "torch.cuda.device_count() counts GPUs CUDA cannot use (here the driver is too old); "
+    "torch.cuda.is_available() is False there. pick_device() asks the right question: hand the cleaned text to it."
+)
+MISSING = [
+    ("a machine with no GPU", {"cuda": 0}, "cuda:0"),
+    (BROKEN, BROKEN_SPEC, "cuda"),
+    ("two CUDA GPUs", {"cuda": 2}, "cuda:2"),
+]
+"""(machine, simulated_machine arguments, text) where the GPU asked for is not there: DeviceError expected."""
 
 
 def _chosen(fn, text: str, machine: str):
@@ -53,6 +67,7 @@ def choose_device(fn) -> object:
         ("two CUDA GPUs", {"cuda": 2}, "", torch.device("cuda", 0)),
         ("a machine with no GPU", {"cuda": 0}, " CPU ", torch.device("cpu")),
         ("a machine with no GPU", {"cuda": 0}, "auto", torch.device("cpu")),
+        (BROKEN, BROKEN_SPEC, "auto", torch.device("cpu")),
     ]
     for machine, spec, text, expected in cases:
         with simulated_machine(**spec):
@@ -72,26 +87,32 @@ def choose_device(fn) -> object:
                     "torch.device('cuda') has no index and != torch.device('cuda:0'); pick_device('cuda') "
                     "returns the indexed device, so `tensor.device == device` holds."
                 )
+            elif spec.get("cuda_init_error") and result.type == "cuda":
+                hint = BROKEN_HINT
             elif text in ("", "auto"):
                 hint = "'auto' and an empty text mean: the best device present, i.e. pick_device('auto')."
             else:
                 hint = NORMALISE_HINT
             return failed(f"On {machine}, text={text!r} should give {expected}, you returned {result}.", hint)
-    with simulated_machine(cuda=0):
-        try:
-            result = fn("cuda:0")
-        except DeviceError:
-            result = None
-        except Exception as err:  # the learner's error is the feedback
+    for machine, spec, text in MISSING:
+        with simulated_machine(**spec):
+            try:
+                result = fn(text)
+            except DeviceError:
+                result = None
+            except Exception as err:  # the learner's error is the feedback
+                return failed(
+                    f"On {machine}, text={text!r} raised {type(err).__name__}: {err}",
+                    "Let pick_device() raise its DeviceError: its message names the devices that are available.",
+                )
+        if result is not None:
             return failed(
-                f"On a machine with no GPU, text='cuda:0' raised {type(err).__name__}: {err}",
-                "Let pick_device() raise its DeviceError: its message names the devices that are available.",
+                f"On {machine}, text={text!r} returned {result}: the user asked for a GPU that is not there.",
+                BROKEN_HINT
+                if spec.get("cuda_init_error")
+                else "Never switch devices silently: let pick_device() raise its DeviceError, which says what is "
+                "available.",
             )
-    if result is not None:
-        return failed(
-            f"On a machine with no GPU, text='cuda:0' returned {result}: the user asked for a GPU that is not there.",
-            "Never switch devices silently: let pick_device() raise its DeviceError, which says what is available.",
-        )
     return passed(
         "Forgiving about spaces, case and 'gpu'; 'auto' picks the best device; a missing GPU is an error, not a "
         "silent switch to the CPU."

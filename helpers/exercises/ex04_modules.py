@@ -7,8 +7,6 @@ by luck, so only a device that is never the CPU shows a plain attribute or a for
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
 
@@ -29,6 +27,18 @@ OFF_DEVICE_HINT = (
 )
 
 
+def _saved_constants_differ(cls, module: nn.Module) -> bool:
+    """Does a module built with other constants, then loaded from ``module.state_dict()``, compute otherwise?"""
+    try:
+        other = cls(torch.zeros(3), torch.ones(3))
+        other.load_state_dict(module.state_dict())
+        x = torch.tensor([[3.0, 6.0, 11.0], [1.0, 2.0, 3.0]])
+        with torch.no_grad():
+            return not torch.allclose(other(x), module(x))
+    except Exception:  # a forward that fails is reported below, with the hint that fits
+        return False
+
+
 def _devices(module: nn.Module) -> set[torch.device]:
     return {t.device for t in list(module.parameters()) + list(module.buffers())}
 
@@ -42,12 +52,22 @@ def standardize(cls) -> object:
         return problem
     if not isinstance(module, nn.Module):
         return failed("Standardize must be an nn.Module subclass.", "class Standardize(nn.Module): ...")
-    if list(module.parameters()):
-        return failed(
-            "mean and std are nn.Parameter objects: model.parameters() hands them to the optimizer, "
-            "which would train your constants.",
-            "Constants that must move with the model but never learn are buffers: " + BUFFER_HINT,
-        )
+    parameters = [name for name, _ in module.named_parameters()]
+    if parameters:
+        names = ", ".join(parameters)
+        are = "is an nn.Parameter" if len(parameters) == 1 else "are nn.Parameter objects"
+        if any(p.requires_grad for p in module.parameters()):
+            what = (
+                f"{names} {are}: model.parameters() hands them to the optimizer, and the loss's gradient "
+                "reaches them, so training would change your constants."
+            )
+        else:
+            what = (
+                f"{names} {are} with requires_grad=False: not trained today, but model.parameters() lists "
+                "them, so they are counted as the model's parameters and handed to the optimizer, and "
+                "model.requires_grad_(True) (which code that unfreezes a model calls) would make them trainable."
+            )
+        return failed(what, "Constants that must move with the model but never learn are buffers: " + BUFFER_HINT)
     plain = sorted(name for name, value in vars(module).items() if isinstance(value, torch.Tensor))
     if plain:
         names = ", ".join(f"self.{name}" for name in plain)
@@ -69,6 +89,12 @@ def standardize(cls) -> object:
             f"Buffer(s) {', '.join(unsaved)} are missing from state_dict() (persistent=False): a checkpoint would "
             "not save the statistics the model was built with.",
             "Drop persistent=False: a plain register_buffer(name, tensor) is saved with the model.",
+        )
+    if _saved_constants_differ(cls, module):
+        return failed(
+            "A module loaded from your module's state_dict() computes something else: the constants are not all "
+            "in state_dict(), so a checkpoint would not restore them.",
+            "Keep mean and std (or what forward computes from them) in buffers: " + BUFFER_HINT,
         )
     for device in (pick_device(), OTHER_DEVICE):
         module.to(device)
@@ -96,9 +122,34 @@ def standardize(cls) -> object:
     )
 
 
-def _tiny_classifier() -> nn.Module:
+class _Log(list):
+    """A list that copies of the model share: a learner may predict with a copy of the model."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class _Probe(nn.Module):
+    """Identity layer that notes, each time the model runs, what its Dropout sees: the mode it is in, the
+    device of the activations, and whether autograd is recording them (they require grad)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[bool, torch.device, bool]] = _Log()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append((self.training, x.device, x.requires_grad))
+        return x
+
+
+def _tiny_classifier() -> nn.Sequential:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), _Probe(), nn.Dropout(0.5), nn.Linear(8, 3))
+
+
+def _probe_log(model: nn.Module) -> list[tuple[bool, torch.device, bool]]:
+    """What the probe in ``model`` saw, in ``model`` or in any copy of it."""
+    return [entry for module in model.modules() if isinstance(module, _Probe) for entry in module.seen]
 
 
 PREDICT_HINT = (
@@ -115,7 +166,8 @@ def predict(fn) -> object:
     """``fn(model, x, device)`` returns ``model(x)`` computed on ``device``, in eval mode, without gradients."""
     for device in (pick_device(), OTHER_DEVICE):
         model = _tiny_classifier()
-        reference = copy.deepcopy(model).eval()
+        reference = _tiny_classifier().eval()
+        requires_grad = [p.requires_grad for p in model.parameters()]
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
         try:
             result = fn(model, x, device)
@@ -136,28 +188,35 @@ def predict(fn) -> object:
             else:
                 hint = PREDICT_HINT
             return call_learner(fn, _tiny_classifier(), x, device, when=f"Predicting on {device}", hint=hint)[1]
-        model_devices = _devices(model)
-        if model_devices != {device}:
-            return failed(
-                f"Asked for {device}, your model's parameters are on {', '.join(sorted(map(str, model_devices)))}.",
-                "model.to(device) moves the model in place. " + PREDICT_HINT,
-            )
         if not isinstance(result, torch.Tensor):
             return failed(f"Return the model's output tensor, not {type(result).__name__}.", PREDICT_HINT)
+        seen = _probe_log(model)
+        if not seen:
+            return failed("Your function never ran the model you were given.", "Return model(x), computed on device.")
+        training, where, recorded = seen[-1]  # the run that made the output
+        if where != device:
+            return failed(
+                f"Asked for {device}, the model ran on {where}.", "model.to(device) moves the model. " + PREDICT_HINT
+            )
         if result.device != device:
+            return failed(f"Asked for {device}, your output is on {result.device}.", FETCH_HINT)
+        if training:
             return failed(
-                f"Asked for {device}, your output is on {result.device}.",
-                FETCH_HINT,
+                "The model ran in training mode, so Dropout zeroed random activations of your prediction.",
+                "Call model.eval() before predicting (model.train() afterwards restores the caller's mode, if "
+                "you like).",
             )
-        if model.training:
+        if recorded:
             return failed(
-                "The model is still in training mode, so Dropout zeroes random activations at prediction time.",
-                "Call model.eval() before predicting.",
-            )
-        if result.requires_grad:
-            return failed(
-                "Your output requires grad: autograd recorded the whole forward pass, for nothing.",
+                "Autograd recorded the forward pass: gradients were enabled while the model ran"
+                + (" (.detach() afterwards drops the graph, but it was built)." if not result.requires_grad else "."),
                 "Predict inside `with torch.no_grad():` (or torch.inference_mode()).",
+            )
+        if [p.requires_grad for p in model.parameters()] != requires_grad:
+            return failed(
+                "Your function changed the model's requires_grad flags: the caller's training would no longer "
+                "update those parameters.",
+                "Leave the parameters as they are; `with torch.no_grad():` stops recording without touching them.",
             )
         if device.type != "meta":
             with torch.no_grad():

@@ -75,6 +75,12 @@ def method1_loop(fn) -> object:
                 continue
             return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", METHOD1_HINT)
         if where != {device}:
+            if _unchanged(model, before):
+                return failed(
+                    f"Asked to train on {device}, your function left the model on {_names(where)} and did not "
+                    "train it.",
+                    METHOD1_HINT,
+                )
             return failed(
                 f"Asked to train on {device}, your model's parameters are on {_names(where)}. A method-2 loop "
                 "decides the device itself (torch.cuda.is_available() and .cuda()) and ignores `device`.",
@@ -85,7 +91,7 @@ def method1_loop(fn) -> object:
         if loss.device != device:
             return failed(f"The returned loss is on {loss.device}, not {device}.", METHOD1_HINT)
         if device.type != "meta":
-            if all(torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters(), strict=True)):
+            if _unchanged(model, before):
                 return failed(
                     "The parameters did not change: the loop computed the loss but never updated the model.",
                     "optimizer.zero_grad(); loss.backward(); optimizer.step() in every batch.",
@@ -100,6 +106,14 @@ def method1_loop(fn) -> object:
     return passed(
         "Method 1: one `device` decides where everything runs (the check ran it on the course device and on meta)."
     )
+
+
+def _unchanged(model: nn.Module, before: nn.Module) -> bool:
+    """Are the parameters as they were (compared on the CPU; nothing to compare on meta, so False there)?"""
+    pairs = list(zip(model.parameters(), before.parameters(), strict=True))
+    if any(p.is_meta or q.is_meta for p, q in pairs):
+        return False
+    return all(torch.equal(p.detach().cpu(), q) for p, q in pairs)
 
 
 def _quietly(fn, *args):
@@ -198,6 +212,12 @@ RELU_HINT = (
 OTHER_ACTIVATIONS = ("sigmoid", "tanh", "gelu", "leaky_relu", "elu", "silu", "softplus", "hardtanh")
 
 
+def _is_relu_clamp(args: tuple, kwargs: dict) -> bool:
+    low = kwargs.get("min", args[1] if len(args) > 1 else None)
+    high = kwargs.get("max", args[2] if len(args) > 2 else None)
+    return isinstance(low, (int, float)) and low == 0 and high is None
+
+
 def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
     """Names of the torch functions ``model(x)`` calls, in order (nn.ReLU and F.relu both show as relu)."""
     from torch.overrides import TorchFunctionMode
@@ -206,8 +226,12 @@ def _calls(model: nn.Module, x: torch.Tensor) -> list[str]:
 
     class Recorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            names.append(getattr(func, "__name__", str(func)))
-            return func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", str(func))
+            if name in ("clamp", "clamp_", "clamp_min", "clamp_min_", "clip", "clip_") and _is_relu_clamp(args, kwargs):
+                name = "relu"  # clamp(min=0) is the same function as ReLU
+            names.append(name)
+            return func(*args, **kwargs)
 
     with Recorder():
         model(x)
