@@ -269,6 +269,15 @@ def test_total_timeouts_fit_in_8_minutes():
     assert sum(p.timeout_s for p in G.PHASES) <= G.DEADLINE_S < 8 * 60
 
 
+def test_run_command_for_real(tmp_path):
+    code = "import sys; print('out', flush=True); print('err', file=sys.stderr); sys.exit(3)"
+    assert G.run_command([sys.executable, "-c", code], dict(os.environ), tmp_path, 60) == (3, "out\nerr\n")
+    slow = "import time; print('started', flush=True); time.sleep(60)"
+    start = G._now()
+    assert G.run_command([sys.executable, "-c", slow], dict(os.environ), tmp_path, 2) == (None, "started\n")
+    assert G._now() - start < 30
+
+
 # --- formatting and parsing ----------------------------------------------------------------------------
 
 

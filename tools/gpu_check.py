@@ -248,8 +248,8 @@ def missing_dev_packages(root: Path = ROOT) -> list[str]:
 def run_command(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
     """(exit code, stdout and stderr together); exit code None when it ran past ``timeout_s`` (then killed)."""
     proc = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,  # its own process group: a timeout also ends the kernels pytest started
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+        errors="replace", start_new_session=True,  # its own process group: a timeout ends all it started there
     )  # fmt: skip
     try:
         output, _ = proc.communicate(timeout=timeout_s)
@@ -259,7 +259,10 @@ def run_command(command: list[str], env: dict[str, str], cwd: Path, timeout_s: f
             os.killpg(proc.pid, signal.SIGKILL)
         except (AttributeError, ProcessLookupError):
             proc.kill()
-        output, _ = proc.communicate()
+        try:  # Jupyter kernels run in sessions of their own and end when they see their parent gone
+            output, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            output = "(its output could not be read: a process it started still holds it open)\n"
         return None, output
 
 
