@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.exercises import Feedback, exercise_check, passed
 from helpers.exercises import ex00_prerequisites as check
 
 
@@ -341,3 +342,70 @@ def test_quiz_accepts(answers):
 def test_quiz_rejects(answers, fragment):
     feedback = check.visible_devices_quiz(answers)
     assert not feedback and fragment in feedback.message
+
+
+# Every check, fed garbage, answers [TRY AGAIN] and never raises.
+def _all_checks() -> list:
+    """Every function decorated with @exercise_check in helpers/exercises/exNN_*.py."""
+    import importlib
+    import pkgutil
+
+    import helpers.exercises as package
+
+    checks = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"helpers.exercises.{info.name}")
+        for name, value in sorted(vars(module).items()):
+            if getattr(value, "is_exercise_check", False) and value.__module__ == module.__name__:
+                checks.append(pytest.param(value, id=f"{info.name}.{name}"))
+    return checks
+
+
+def _raises_value_error(*args, **kwargs):
+    raise ValueError("a learner's bug")
+
+
+GARBAGE = {
+    "not callable": 42,
+    "returns None": lambda *args, **kwargs: None,
+    "wrong shape": lambda *args, **kwargs: (1, 2),
+    "raises ValueError": _raises_value_error,
+}
+
+
+def test_every_check_of_notebooks_00_to_05_is_found():
+    found = {param.id for param in _all_checks()}
+    for module, names in {
+        "ex00_prerequisites": ["gpu_inventory", "choose_device", "visible_devices_quiz"],
+        "ex01_cuda": ["move_to", "float_tensor_on"],
+        "ex02_cpu": ["to_numpy", "sum_losses", "cpu_copy"],
+        "ex03_devices": ["choose_device", "weighted_score"],
+        "ex04_modules": ["standardize", "predict"],
+        "ex05_training": ["method1_loop", "weighted_loss", "tudui_relu"],
+    }.items():
+        for name in names:
+            assert f"{module}.{name}" in found, f"{module}.{name} is not decorated with @exercise_check"
+
+
+@pytest.mark.parametrize("garbage", GARBAGE.values(), ids=GARBAGE.keys())
+@pytest.mark.parametrize("check_fn", _all_checks())
+def test_every_check_turns_garbage_into_feedback(check_fn, garbage, capsys):
+    feedback = check_fn(garbage)
+    assert isinstance(feedback, Feedback) and not feedback
+    out = capsys.readouterr().out
+    assert out.startswith("[TRY AGAIN] ") and feedback.message in out
+
+
+def test_exercise_check_reports_an_error_inside_the_check(capsys):
+    @exercise_check
+    def inspects_pairs(fn):
+        """``fn()`` returns (index, name, memory) triples."""
+        index, name, memory = fn()[0]
+        return passed("fine")
+
+    feedback = inspects_pairs(lambda: [(0, "Sim 0")])
+    assert not feedback
+    assert "could not be checked: ValueError: not enough values to unpack" in feedback.message
+    assert "The exercise: `fn()` returns (index, name, memory) triples." in feedback.message
+    assert not inspects_pairs(3) and "Pass your function (or class) itself, not a int" in capsys.readouterr().out
+    assert inspects_pairs(lambda: [(0, "Sim 0", 1.0)])
