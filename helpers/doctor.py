@@ -341,6 +341,10 @@ def _check_torchvision(facts: Facts) -> Check:
 
 
 def _check_driver(facts: Facts) -> Check:
+    if facts.nvidia_smi == "missing" and facts.cuda_available:
+        return Check(
+            "OK", "NVIDIA driver", "works (PyTorch uses the GPU); nvidia-smi is not installed here (some containers)"
+        )
     if facts.nvidia_smi == "missing":
         return Check("OK", "NVIDIA driver", "none (nvidia-smi not found): normal on a machine without an NVIDIA GPU")
     if facts.nvidia_smi == "failed":

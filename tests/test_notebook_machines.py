@@ -218,3 +218,22 @@ def test_01_no_usable_gpu_section_holds_whatever_the_error(machine, capsys):
         assert str(ns["failure"]) == expected
     out = capsys.readouterr().out
     assert f"{type(ns['failure']).__name__}: " in out
+
+
+def test_00_doctor_without_nvidia_smi_but_with_a_working_gpu():
+    """Section 8's report in a container that has CUDA but not nvidia-smi: the driver works."""
+    from helpers.doctor import Facts, Gpu, diagnose
+
+    facts = Facts(
+        torch_version="2.14.1+cu130",
+        cuda_build="13.0",
+        cuda_available=True,
+        gpus=[Gpu(0, "NVIDIA H200", 139.8, "9.0")],
+        nvidia_smi="missing",
+    )
+    driver = next(check for check in diagnose(facts) if check.topic == "NVIDIA driver")
+    assert (
+        driver.status == "OK"
+        and driver.detail.startswith("works")
+        and "normal on a machine without" not in driver.detail
+    )
