@@ -187,3 +187,22 @@ def test_float_tensor_on_accepts_more(fn):
 def test_float_tensor_on_rejects_more(fn, fragment):
     feedback = check.float_tensor_on(fn)
     assert not feedback and fragment in feedback.message
+
+
+def test_meta_fetches_work_as_they_do_from_a_gpu():
+    """Inside a check, copying a meta tensor's values works (zeros), as from a GPU; mixing devices still fails."""
+    from helpers.exercises import MetaFetchesLikeAGpu
+
+    loss = torch.ones((), device="meta", requires_grad=True)
+    with MetaFetchesLikeAGpu():
+        assert loss.item() == 0.0 and float(loss) == 0.0 and f"{loss:.3f}" == "0.000" and not bool(loss)
+        assert torch.ones(2, 3, device="meta").tolist() == [[0.0] * 3] * 2
+        assert loss.cpu().device.type == "cpu" and loss.to("cpu").requires_grad
+        with pytest.raises(TypeError, match="numpy"):
+            loss.detach().numpy()  # as on a GPU: .numpy() needs a CPU tensor
+        with pytest.raises(RuntimeError, match="3 elements"):
+            torch.ones(3, device="meta").item()
+        with pytest.raises(RuntimeError):
+            torch.ones(2, device="meta") + torch.ones(2)
+    with pytest.raises(RuntimeError, match="meta"):
+        loss.item()  # outside a check, meta is meta

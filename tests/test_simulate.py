@@ -159,3 +159,14 @@ def test_everything_is_restored_and_course_device_unset(monkeypatch):
     assert os.environ[DEVICE_ENV] == "cpu"
     assert before == (torch.cuda.is_available(), torch.cuda.device_count(), torch.version.cuda, torch.cuda._lazy_init)
     assert torch.ones(2).sum().item() == 2.0
+
+
+def test_memory_queries_and_init_on_usable_gpus():
+    with simulated_machine(cuda=2, memory_gib=[80, 40]):
+        torch.cuda.init()  # CUDA starts: nothing raised
+        free, total = torch.cuda.mem_get_info(1)
+        assert total == 40 * 2**30 and 0 < free < total
+        assert torch.cuda.mem_get_info()[1] == 80 * 2**30
+        assert torch.cuda.get_device_capability("cuda:1") == (8, 9)
+    with simulated_machine(cuda=0), pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+        torch.cuda.init()

@@ -2,7 +2,8 @@
 
 On a CPU-only machine ``.numpy()`` works without ``.cpu()`` and ``.item()`` costs nothing, so a
 check cannot rely on errors a GPU would raise. It also records which tensor methods the learner's
-code calls (a ``TorchFunctionMode``), to say what would fail or wait on a GPU.
+code calls (a ``TorchFunctionMode``) and follows the tensors it was given through them, to say what
+would fail or wait on a GPU: a ``.numpy()`` on a tensor a GPU would hold, a copy to the host per loss.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Each check also moves the learner's module or calls the learner's function towards
 ``OTHER_DEVICE`` (meta): on a CPU-only machine a tensor left on the CPU is "on the right device"
 by luck, so only a device that is never the CPU shows a plain attribute or a forgotten input move.
+
+``predict`` is judged by what the model saw while it ran (a probe layer next to its Dropout notes the
+mode, the device and whether autograd recorded the activations), not by how the learner got there: a
+function that restores the caller's training mode afterwards, or predicts with a copy of the model, passes.
 """
 
 from __future__ import annotations

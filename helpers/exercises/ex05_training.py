@@ -2,7 +2,9 @@
 
 Each check runs the learner's code on the course device and towards ``OTHER_DEVICE`` (meta): on a
 CPU-only machine a loop that still decides its device with ``torch.cuda.is_available()``, an input
-left behind, or a layer created inside ``forward`` all run by luck; on meta they fail.
+left behind, or a layer created inside ``forward`` all run by luck; on meta they fail. Copying a
+value to the host (``loss.item()``, ``print(loss)``) works towards meta as it does from a GPU
+(see :class:`helpers.exercises.MetaFetchesLikeAGpu`): the numbers are judged on the course device.
 """
 
 from __future__ import annotations
