@@ -98,9 +98,25 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return full(a) == full(b)
 
 
+def refusal_summary(err: Exception) -> str:
+    """Two lines of a ``weights_only`` refusal: its first sentence and its "Unsupported global" line.
+
+    The full message goes on with advice; what the lesson reads is what was refused and why.
+    """
+    lines = str(err).splitlines()
+    first = lines[0].split(".")[0] + "." if lines else ""
+    culprit = next((line.strip() for line in lines if "Unsupported global" in line), "")
+    return f"{type(err).__name__}: {first}\n{culprit}".rstrip()
+
+
 def optimizer_state_devices(optimizer: torch.optim.Optimizer) -> set[torch.device]:
     """The devices holding the optimizer's state tensors (empty before its first step)."""
     return {v.device for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0}
+
+
+def optimizer_state_dtypes(optimizer: torch.optim.Optimizer) -> set[torch.dtype]:
+    """The dtypes of the optimizer's state tensors (empty before its first step)."""
+    return {v.dtype for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0}
 
 
 def tag_as_saved_on(device: str):

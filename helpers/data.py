@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 
 from helpers.config import quick_mode
 
@@ -48,6 +48,31 @@ class CourseData:
 
     def __str__(self) -> str:
         return f"{self.name}: {len(self.train)} training and {len(self.test)} test images"
+
+    def head(self, train_images: int | None, test_images: int | None) -> CourseData:
+        """The first ``train_images`` training and ``test_images`` test images (None: all of them).
+
+        Returns ``self`` when nothing is cut; otherwise ``Subset`` views, and the description says
+        how many of how many images are used. Same data, same name: a result on the first 10,000
+        CIFAR-10 images is still a CIFAR-10 result, on fewer images.
+        """
+        train = _first(self.train, train_images)
+        test = _first(self.test, test_images)
+        if train is self.train and test is self.test:
+            return self
+        used = (
+            f"using the first {len(train):,} of {len(self.train):,} training "
+            f"and {len(test):,} of {len(self.test):,} test images"
+        )
+        return CourseData(train=train, test=test, name=self.name, description=f"{self.description}; {used}")
+
+
+def _first(dataset: Dataset, n: int | None) -> Dataset:
+    if n is None or n >= len(dataset):
+        return dataset
+    if n < 1:
+        raise ValueError(f"at least one image is needed, not {n}")
+    return Subset(dataset, range(n))
 
 
 class SyntheticCIFAR(Dataset):

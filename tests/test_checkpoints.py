@@ -119,3 +119,36 @@ def test_optimizer_state_follows_the_parameters_and_order_matters(tmp_path):
     assert checkpoints.optimizer_state_devices(late_opt) == {torch.device("cpu")}
     with pytest.raises(ValueError, match="before resume_training"):
         checkpoints.resume_training(path, Tudui(), torch.optim.SGD(Tudui().parameters(), lr=0.01), "meta")
+
+
+def test_refusal_summary_names_what_was_refused(tmp_path):
+    path = tmp_path / "tudui_0.pth"
+    torch.save(Tudui(), path)
+    with pytest.raises(pickle.UnpicklingError) as info:
+        torch.load(path)
+    first, culprit = checkpoints.refusal_summary(info.value).splitlines()
+    assert first == "UnpicklingError: Weights only load failed."
+    assert "Unsupported global" in culprit and "helpers.models.Tudui" in culprit
+
+
+def test_a_dtype_change_after_loading_keeps_parameters_but_leaves_the_state_behind(tmp_path):
+    """The notebook's stand-in for a GPU move: like .to("cuda"), .to(float64) keeps the Parameter objects."""
+    model = Tudui()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    assert checkpoints.optimizer_state_dtypes(opt) == set()
+    nn.functional.cross_entropy(model(torch.randn(4, 3, 32, 32)), torch.tensor([0, 1, 2, 3])).backward()
+    opt.step()
+    path = checkpoints.save_training(tmp_path / "train.pt", model, opt, epoch=1)
+
+    late = Tudui()
+    late_opt = torch.optim.SGD(late.parameters(), lr=0.01, momentum=0.9)
+    late_opt.load_state_dict(checkpoints.load(path)["optimizer"])
+    before = list(late.parameters())
+    late.to(torch.float64)
+    assert all(p is q for p, q in zip(before, late.parameters(), strict=True))
+    assert checkpoints.optimizer_state_dtypes(late_opt) == {torch.float32}
+
+    moved = Tudui()
+    before = list(moved.parameters())
+    moved.to("meta")  # a move to meta, by contrast, replaces them
+    assert not any(p is q for p, q in zip(before, moved.parameters(), strict=True))

@@ -121,3 +121,16 @@ def test_ctrl_c_during_download_cleans_up_and_re_raises(tiny, tmp_path, monkeypa
     with pytest.raises(KeyboardInterrupt):
         D.load_cifar10(root, quick=False)
     assert not root.exists()  # the partial archive and the folder are gone
+
+
+def test_head_takes_the_first_images_and_says_so(tiny):
+    data = D.synthetic(False)  # 96 training, 48 test images
+    assert data.head(None, None) is data and data.head(500, 500) is data  # nothing to cut
+    small = data.head(40, 10)
+    assert (len(small.train), len(small.test)) == (40, 10) and small.name == data.name
+    assert "using the first 40 of 96 training and 10 of 48 test images" in small.description
+    image, label = small.train[3]
+    assert torch.equal(image, data.train[3][0]) and label == data.train[3][1]
+    assert len(data.head(40, None).test) == 48
+    with pytest.raises(ValueError, match="at least one image"):
+        data.head(0, None)
