@@ -1,4 +1,4 @@
-"""Counting what an autograd graph holds (supporting code for notebook 05's going-deeper section)."""
+"""Counting what an autograd graph holds (supporting code for notebooks 02 and 05)."""
 
 from __future__ import annotations
 
