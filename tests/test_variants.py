@@ -8,10 +8,11 @@ the same file records the switch's state after every cell, which proves that it 
 """
 
 import os
+import re
 import subprocess
 import sys
 
-import pytest
+import nbformat
 
 from tools import course
 
@@ -31,38 +32,45 @@ import torch
 torch.backends.mkldnn.enabled = False
 
 
-def _record_variant(result=None):
+def _record_variant(event):
     with open(os.environ["{MARKER_ENV}"], "a") as f:
-        f.write(f"mkldnn.enabled={{torch.backends.mkldnn.enabled}}\\n")
+        f.write(f"{{event}}: mkldnn.enabled={{torch.backends.mkldnn.enabled}}\\n")
 
 
-_record_variant()
-get_ipython().events.register("post_run_cell", _record_variant)
+_record_variant("kernel start")
+get_ipython().events.register("post_run_cell", lambda result: _record_variant("cell"))
 """
 
 
-def run_under_startup(notebook: str, startup: str, tmp_path) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """Run one notebook under strict nbval (the suite's own settings) in a kernel that runs ``startup`` first."""
+def run_under_startup(notebooks: list[str], startup: str, tmp_path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run notebooks under strict nbval (the suite's own settings) in kernels that run ``startup`` first.
+
+    Returns pytest's result and the lines the start-up file's code wrote to the marker file.
+    """
     startup_dir = tmp_path / "ipython" / "profile_default" / "startup"
     startup_dir.mkdir(parents=True)
     (startup_dir / "00_variant.py").write_text(startup)
     marker = tmp_path / "marker.txt"
     env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), MARKER_ENV: str(marker)}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", notebook],
-        cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "pytest", "-q", *notebooks],
+        cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     return result, marker.read_text().splitlines() if marker.exists() else []
 
 
-@pytest.mark.parametrize("notebook", ONEDNN_NOTEBOOKS)
-def test_notebook_without_onednn(notebook, tmp_path):
-    import nbformat
-
-    result, states = run_under_startup(notebook, ONEDNN_OFF, tmp_path)
+def code_cells(notebook: str) -> int:
     nb = nbformat.read(course.ROOT / notebook, as_version=4)
-    n_cells = sum(1 for c in nb.cells if c.cell_type == "code" and c.source.strip())
-    assert states, "the start-up file did not run in the notebook's kernel"
-    assert set(states) == {"mkldnn.enabled=False"}, f"oneDNN was switched back on: {states}"
-    assert len(states) >= n_cells + 1, f"the switch was recorded before {len(states) - 1} of {n_cells} cells"
-    assert result.returncode == 0, result.stdout[-4000:]
+    return sum(1 for c in nb.cells if c.cell_type == "code" and c.source.strip())
+
+
+def test_notebooks_without_onednn(tmp_path):
+    """One pytest run for all of them: a kernel start each, but one interpreter and plugin start-up."""
+    result, states = run_under_startup(ONEDNN_NOTEBOOKS, ONEDNN_OFF, tmp_path)
+    starts = [s for s in states if s.startswith("kernel start:")]
+    assert len(starts) == len(ONEDNN_NOTEBOOKS), f"the start-up file ran in {len(starts)} kernels:\n{result.stdout}"
+    assert {s.split(": ", 1)[1] for s in states} == {"mkldnn.enabled=False"}, f"oneDNN came back on: {states}"
+    cells_run = len(states) - len(starts)
+    assert cells_run >= sum(map(code_cells, ONEDNN_NOTEBOOKS)), "some cells ran without the switch recorded"
+    failed = re.findall(r"^FAILED (\S+)", result.stdout, re.MULTILINE)
+    assert result.returncode == 0, f"fails without oneDNN: {failed}\n{result.stdout[-4000:]}"
