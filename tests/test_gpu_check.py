@@ -274,7 +274,7 @@ def test_run_command_for_real(tmp_path):
     assert G.run_command([sys.executable, "-c", code], dict(os.environ), tmp_path, 60) == (3, "out\nerr\n")
     slow = "import time; print('started', flush=True); time.sleep(60)"
     start = G._now()
-    assert G.run_command([sys.executable, "-c", slow], dict(os.environ), tmp_path, 1) == (None, "started\n")
+    assert G.run_command([sys.executable, "-c", slow], dict(os.environ), tmp_path, 3) == (None, "started\n")
     assert G._now() - start < 30
 
 
