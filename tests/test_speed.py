@@ -64,3 +64,14 @@ def test_recorder_counts_what_a_gpu_waits_for():
     assert len(log) == 0, str(log)
     assert y.item() is not None  # recorder removed: methods work as before
     assert torch.Tensor.cpu.__name__ == "cpu"
+
+
+def test_child_stderr_is_captured():
+    import subprocess
+    import sys
+
+    from helpers.child_stderr import capture_child_stderr
+
+    with capture_child_stderr() as err:
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n')"], check=True)
+    assert err.last_line() == "boom"

@@ -1,0 +1,489 @@
+"""The checks of notebook 06 accept right answers and explain typical wrong ones."""
+
+import pytest
+import torch
+
+from helpers.exercises import ex06_speed as check
+
+
+def unwritten(*args):
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------- (1) a loop without hidden syncs
+def starter_loop(model, batches, loss_fn, optimizer):
+    total = 0.0
+    for step, (imgs, targets) in enumerate(batches):
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+        if loss > 100:
+            raise RuntimeError("the loss diverged")
+        if step % 10 == 0:
+            print(f"step {step}: loss {loss.item():.3f}")
+    return total / len(batches)
+
+
+def quiet_detach(model, batches, loss_fn, optimizer):
+    total = torch.zeros((), device=batches[0][0].device)
+    worst = torch.zeros((), device=batches[0][0].device)
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        worst = torch.maximum(worst, loss.detach())
+    if worst.item() > 100:
+        raise RuntimeError("the loss diverged")
+    return total.item() / len(batches)
+
+
+def quiet_stack(model, batches, loss_fn, optimizer):
+    losses = []
+    for imgs, targets in batches:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(imgs), targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    losses = torch.stack(losses).cpu()  # one copy to the host
+    if (losses > 100).any():
+        raise RuntimeError("diverged")
+    return float(losses.mean())
+
+
+def quiet_one_sync(model, batches, loss_fn, optimizer):
+    stats = None
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        row = torch.stack([loss.detach(), loss.detach()])
+        stats = row if stats is None else torch.stack([stats[0] + row[0], torch.maximum(stats[1], row[1])])
+    total, worst = stats.tolist()  # both numbers in one trip
+    if worst > 100:
+        raise RuntimeError("diverged")
+    return total / len(batches)
+
+
+def quiet_inplace(model, batches, loss_fn, optimizer):
+    device = next(model.parameters()).device
+    total = torch.tensor(0.0, device=device)
+    diverged = torch.tensor(False, device=device)
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total.add_(loss.detach())
+        diverged |= loss.detach() > 100
+    if diverged:
+        raise RuntimeError("diverged")
+    return (total / len(batches)).item()
+
+
+def quiet_numpy(model, batches, loss_fn, optimizer):
+    losses = torch.empty(len(batches), device=batches[0][1].device)
+    for i, (imgs, targets) in enumerate(batches):
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses[i] = loss.detach()
+    values = losses.cpu().numpy()
+    if values.max() > 100:
+        raise RuntimeError("diverged")
+    return float(values.mean())
+
+
+def loop_no_divergence_check(model, batches, loss_fn, optimizer):
+    total = torch.zeros(())
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+    return total.item() / len(batches)
+
+
+def loop_returns_tensor(model, batches, loss_fn, optimizer):
+    total, worst = 0, torch.zeros(())
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        worst = torch.maximum(worst, loss.detach())
+    if worst.item() > 100:
+        raise RuntimeError("diverged")
+    return total / len(batches)
+
+
+def loop_if_each_step(model, batches, loss_fn, optimizer):
+    total = 0
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        if loss > 100:
+            raise RuntimeError("diverged")
+    return total.item() / len(batches)
+
+
+def loop_sum_not_mean(model, batches, loss_fn, optimizer):
+    total, worst = 0, torch.zeros(())
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        worst = torch.maximum(worst, loss.detach())
+    if worst.item() > 100:
+        raise RuntimeError("diverged")
+    return total.item()
+
+
+@pytest.mark.parametrize("fn", [quiet_detach, quiet_stack, quiet_one_sync, quiet_inplace, quiet_numpy])
+def test_quiet_loop_accepts(fn, capsys):
+    assert check.quiet_loop(fn), capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (starter_loop, "every step: 2 x .item()"),
+        (starter_loop, "torch.maximum"),
+        (loop_if_each_step, "an `if loss > 100` inside the loop"),
+        (loop_no_divergence_check, "did not raise RuntimeError"),
+        (loop_returns_tensor, "returns a tensor"),
+        (loop_sum_not_mean, "mean loss per batch"),
+    ],
+)
+def test_quiet_loop_explains(fn, fragment, capsys):
+    assert not check.quiet_loop(fn)
+    assert fragment in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- (2) a loader that stays on the device
+class LoaderRandperm:
+    def __init__(self, images, labels, batch_size):
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+
+    def __len__(self):
+        return (len(self.labels) + self.batch_size - 1) // self.batch_size
+
+    def __iter__(self):
+        order = torch.randperm(len(self.labels), device=self.labels.device)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderSplit:
+    def __init__(self, images, labels, batch_size):
+        self.images, self.labels, self.bs = images, labels, batch_size
+
+    def __len__(self):
+        return -(-len(self.images) // self.bs)
+
+    def __iter__(self):
+        perm = torch.randperm(self.images.shape[0]).to(self.images.device)  # drawn on the CPU, copied over
+        return zip(self.images[perm].split(self.bs), self.labels[perm].split(self.bs), strict=True)
+
+
+class LoaderArgsort:
+    def __init__(self, images, labels, batch_size):
+        self.data = (images, labels)
+        self.batch_size = batch_size
+
+    def __len__(self):
+        import math
+
+        return math.ceil(len(self.data[1]) / self.batch_size)
+
+    def __iter__(self):
+        images, labels = self.data
+        order = torch.rand(len(labels), device=labels.device).argsort()
+        for idx in order.split(self.batch_size):
+            yield images.index_select(0, idx), labels.index_select(0, idx)
+
+
+class LoaderTensorBatches:
+    def __init__(self, images, labels, batch_size):
+        from helpers.training import TensorBatches
+
+        self.inner = TensorBatches(images, labels, batch_size, shuffle=True)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __iter__(self):
+        yield from self.inner
+
+
+class LoaderGenerator:
+    def __init__(self, images, labels, batch_size, seed=0):
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __len__(self):
+        return len(range(0, len(self.labels), self.batch_size))
+
+    def __iter__(self):
+        order = torch.randperm(len(self.labels), generator=self.gen).to(self.labels.device, non_blocking=True)
+        batches = []
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            batches.append((self.images[idx], self.labels[idx]))
+        return iter(batches)
+
+
+class LoaderNoShuffle(LoaderRandperm):
+    def __iter__(self):
+        for start in range(0, len(self.labels), self.batch_size):
+            yield self.images[start : start + self.batch_size], self.labels[start : start + self.batch_size]
+
+
+class LoaderShuffleOnce(LoaderRandperm):
+    def __init__(self, images, labels, batch_size):
+        super().__init__(images, labels, batch_size)
+        self.order = torch.randperm(len(labels), device=labels.device)
+
+    def __iter__(self):
+        for start in range(0, len(self.order), self.batch_size):
+            idx = self.order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderDropLast(LoaderRandperm):
+    def __iter__(self):
+        order = torch.randperm(len(self.labels), device=self.labels.device)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderToCpu(LoaderRandperm):
+    def __iter__(self):
+        for imgs, labels in super().__iter__():
+            yield imgs.cpu(), labels.cpu()
+
+
+class LoaderTwoOrders(LoaderRandperm):
+    def __iter__(self):
+        a = torch.randperm(len(self.labels), device=self.labels.device)
+        b = torch.randperm(len(self.labels), device=self.labels.device)
+        for start in range(0, len(a), self.batch_size):
+            yield self.images[a[start : start + self.batch_size]], self.labels[b[start : start + self.batch_size]]
+
+
+class LoaderPythonShuffle(LoaderRandperm):
+    def __iter__(self):
+        import random
+
+        order = list(range(len(self.labels)))
+        random.shuffle(order)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            yield torch.stack([self.images[i] for i in chunk]), torch.stack([self.labels[i] for i in chunk])
+
+
+class LoaderItemOrder(LoaderRandperm):
+    def __iter__(self):
+        order = torch.randperm(len(self.labels), device=self.labels.device).tolist()
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+@pytest.mark.parametrize("cls", [LoaderRandperm, LoaderSplit, LoaderArgsort, LoaderTensorBatches, LoaderGenerator])
+def test_device_loader_accepts(cls, capsys):
+    assert check.device_loader(cls), capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "cls, fragment",
+    [
+        (unwritten, "Not written yet"),
+        (LoaderNoShuffle, "it is not shuffled"),
+        (LoaderShuffleOnce, "Two epochs give the same order"),
+        (LoaderDropLast, "the last, smaller batch was dropped"),
+        (LoaderToCpu, "8 x .cpu()"),
+        (LoaderTwoOrders, "shuffled with different orders"),
+        (LoaderPythonShuffle, "one at a time"),
+        (LoaderItemOrder, "host synchronisation"),
+    ],
+)
+def test_device_loader_explains(cls, fragment, capsys):
+    assert not check.device_loader(cls)
+    assert fragment in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- (3) a mixed-precision step
+def _dtype(device):
+    if device.type == "cuda" and torch.cuda.is_bf16_supported() or device.type == "cpu":
+        return torch.bfloat16
+    return torch.float16
+
+
+def amp_standard(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(device_type=imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_fp16_everywhere(model, imgs, targets, loss_fn, optimizer, scaler):
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(imgs.device.type, dtype=torch.float16):
+        outputs = model(imgs)
+        loss = loss_fn(outputs, targets)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach()
+
+
+def amp_loss_outside(model, imgs, targets, loss_fn, optimizer, scaler):
+    device_type = next(model.parameters()).device.type
+    with torch.amp.autocast(device_type, dtype=torch.bfloat16 if device_type == "cpu" else torch.float16):
+        outputs = model(imgs)
+    loss = loss_fn(outputs.float(), targets)  # the loss in float32, outside autocast
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_explicit_unscale(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=100.0)  # an extra safe step
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_decorated(model, imgs, targets, loss_fn, optimizer, scaler):
+    forward = torch.autocast(imgs.device.type, dtype=_dtype(imgs.device))(lambda x: loss_fn(model(x), targets))
+    loss = forward(imgs)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.float()
+
+
+def amp_cuda_hardcoded(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_no_scaler(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def amp_plain_step(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    optimizer.step()
+    scaler.update()
+    return loss
+
+
+def amp_half_model(model, imgs, targets, loss_fn, optimizer, scaler):
+    model.to(torch.bfloat16)
+    loss = loss_fn(model(imgs.to(torch.bfloat16)), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def amp_no_update(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    return loss
+
+
+def amp_step_without_scale(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_returns_scaled(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaled = scaler.scale(loss)
+    scaled.backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaled
+
+
+@pytest.mark.parametrize(
+    "fn", [amp_standard, amp_fp16_everywhere, amp_loss_outside, amp_explicit_unscale, amp_decorated]
+)
+def test_amp_step_accepts(fn, capsys):
+    assert check.amp_step(fn), capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        (unwritten, "Not written yet"),
+        (amp_cuda_hardcoded, "device_type must be the tensors' device type"),
+        (amp_no_scaler, "The GradScaler was never used"),
+        (amp_plain_step, "step through the scaler"),
+        (amp_half_model, "lower precision (.half() or .to(bfloat16))"),
+        (amp_no_update, "scaler.update() was not called"),
+        (amp_step_without_scale, "call scaler.scale(loss).backward() first"),
+        (amp_returns_scaled, "not scaler.scale(loss)"),
+    ],
+)
+def test_amp_step_explains(fn, fragment, capsys):
+    assert not check.amp_step(fn)
+    assert fragment in capsys.readouterr().out
+
+
+def test_checks_never_raise(capsys):
+    assert not check.quiet_loop(42)
+    assert not check.device_loader("not a class")
+    assert not check.amp_step(lambda *a: (1, 2))
