@@ -7,7 +7,8 @@ takes minutes, so "Run All" would take most of an hour. :func:`run_plan` therefo
 - a GPU (``cuda``, ``mps``, any accelerator): the original's 10 epochs on the whole data;
 - the CPU: :data:`CPU_EPOCHS` epochs on the first :data:`CPU_TRAIN_IMAGES` training and
   :data:`CPU_TEST_IMAGES` test images, so "Run All" stays within about 15 minutes on a 2-core laptop;
-- ``COURSE_FULL=1``: the original's full run on any device (expect about an hour on a 2-core CPU);
+- ``COURSE_FULL=1``: the original's full run on any device (on a 2-core CPU with CIFAR-10, about
+  15 minutes on an idle machine to 45 on a busy one, estimated from the epochs timed there);
 - ``COURSE_QUICK=1`` (the tests): a few epochs on the small synthetic data; it wins over ``COURSE_FULL``.
 
 Supporting code, not the lesson: the notebook shows the plan it got and uses ``plan.epochs``.
@@ -63,6 +64,6 @@ def run_plan(device: torch.device | str | None = None) -> RunPlan:
         CPU_EPOCHS,
         CPU_TRAIN_IMAGES,
         CPU_TEST_IMAGES,
-        f"scaled down for the CPU (the original: {EPOCHS_ORIGINAL} epochs on all 50,000 images); "
-        f"{FULL_ENV}=1 runs the original's",
+        f"scaled down for the CPU (the original: {EPOCHS_ORIGINAL} epochs on all 50,000 images; "
+        f"{FULL_ENV}=1 runs that)",
     )
