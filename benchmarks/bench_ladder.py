@@ -4,7 +4,8 @@ Rungs (each adds one change to the one before): the article's DataLoader loop wi
 step; no hidden syncs; data kept on the device; batch 256; channels_last; mixed precision; compile.
 Runs alternate (forward, then reversed order) so a busy machine slows every rung alike; each rate is
 a median, each ratio the median of the ratios measured within one round. Every rung trains the same
-number of steps from the same weights, and its test accuracy is shown beside its speed.
+number of steps from the same weights (with Adam, so that a short run learns), and its test accuracy is
+shown beside its speed.
 
     python benchmarks/bench_ladder.py --device cpu           # table printed, CSV in runs/bench_ladder_cpu.csv
     python benchmarks/bench_ladder.py --device cuda --repeats 9

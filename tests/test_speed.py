@@ -4,7 +4,7 @@ import torch
 
 from helpers.alternate import alternated
 from helpers.data import synthetic
-from helpers.speed import RungRun, amp_dtype, ladder, needs_grad_scaler
+from helpers.speed import LadderResult, RungRun, amp_dtype, grad_scaler_works, ladder, needs_grad_scaler, why_not
 from helpers.sync_recorder import record_syncs
 
 
@@ -22,6 +22,24 @@ def test_ladder_is_cumulative():
     assert [r.name for r in rungs][0] == "article loop" and rungs[-1].compile
     assert rungs[-1].amp and rungs[-1].channels_last and rungs[-1].loader == "device" and not rungs[-1].item_every_step
     assert amp_dtype("cpu") == torch.bfloat16 and not needs_grad_scaler("cpu")
+    assert grad_scaler_works("cpu") and grad_scaler_works("cuda")
+    assert grad_scaler_works("mps") == (torch.torch_version.TorchVersion(torch.__version__) >= (2, 8))
+
+
+def test_notes_say_why_only_when_the_run_can_tell():
+    rungs = ladder()[:3]
+    names = [r.name for r in rungs]
+    ratios = dict(zip(names, (1.0, 0.8, 1.2), strict=True))
+
+    def notes(repeats):
+        result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, dict.fromkeys(names, 0.5), 2 * (1 + repeats),
+                              {}, {}, torch.device("cpu"), repeats)  # fmt: skip
+        return [r["note"] for r in result.rows()]
+
+    assert notes(1) == ["", "slower here, but 1 round(s) of 2 steps are too few to tell", ""]
+    assert notes(5)[1] == f"did not pay here: {why_not('no hidden syncs', 'cpu')}"
+    assert "waits for nothing" in notes(5)[1]
+    assert "bfloat16" in why_not("mixed precision", "cpu") and why_not("mixed precision", "cuda")
 
 
 def test_rungs_train_and_sync_as_described():
@@ -32,6 +50,9 @@ def test_rungs_train_and_sync_as_described():
     syncs = {}
     for rung in ladder()[:3]:
         run = RungRun(rung, data, torch.device("cpu"), steps=3, train_tensors=tensors)
+        # Adam reads its step counters (CPU tensors, free on a GPU machine too) with .item(): the recorder would
+        # count them; the loop's own syncs are what this test is about
+        run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)
         with record_syncs() as log:
             run.train()
         syncs[rung.name] = len(log)
