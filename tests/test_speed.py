@@ -42,7 +42,10 @@ def test_notes_say_why_only_when_the_run_can_tell():
     assert "bfloat16" in why_not("mixed precision", "cpu") and why_not("mixed precision", "cuda")
 
 
-def test_rungs_train_and_sync_as_described():
+def test_rungs_train_and_sync_as_described(monkeypatch):
+    from helpers import data as D
+
+    monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))  # 4 batches of 64 are enough here
     data = synthetic(True)
     from helpers.data import as_tensors
 
