@@ -120,7 +120,8 @@ WHY_NOT = {
         "any": "a small model's steps are bound by launches, not arithmetic",
     },
     "compile": {
-        "any": "fusing Tudui's few large layers saves little; the first call's compilation is paid once",
+        "any": "compiling pays most where many small operations can be fused; Tudui is a few large convolutions "
+        "that already run as library kernels, and the compiled step came out slower",
     },
 }
 
@@ -214,6 +215,9 @@ class RungRun:
         return correct.item() / len(test_labels)
 
 
+ACCURACY_DROP = 0.05  # a rung this much less accurate than the one above it gets a note
+
+
 @dataclass
 class LadderResult:
     rungs: list[Rung]
@@ -247,6 +251,11 @@ class LadderResult:
                     note = f"slower here, but {self.repeats} round(s) of {per_run} steps are too few to tell"
                 else:
                     note = f"did not pay here: {why_not(name, self.device)}"
+            if previous is not None and not self.too_short:
+                now, before = self.accuracy[name], self.accuracy[previous]
+                if now < before - ACCURACY_DROP:
+                    lower = f"lower accuracy after the same steps ({now:.1%}, the rung above {before:.1%})"
+                    note = f"{note}; {lower}" if note else lower
             rows.append({"rung": name, "images_per_s": self.rates[name], "ratio": self.ratios[name],
                          "accuracy": self.accuracy[name], "note": note})  # fmt: skip
             previous = name

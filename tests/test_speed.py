@@ -31,14 +31,18 @@ def test_notes_say_why_only_when_the_run_can_tell():
     names = [r.name for r in rungs]
     ratios = dict(zip(names, (1.0, 0.8, 1.2), strict=True))
 
-    def notes(repeats):
-        result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, dict.fromkeys(names, 0.5), 2 * (1 + repeats),
+    def notes(repeats, accuracy=(0.5, 0.5, 0.5)):
+        accuracy = dict(zip(names, accuracy, strict=True))
+        result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, accuracy, 2 * (1 + repeats),
                               {}, {}, torch.device("cpu"), repeats)  # fmt: skip
         return [r["note"] for r in result.rows()]
 
     assert notes(1) == ["", "slower here, but 1 round(s) of 2 steps are too few to tell", ""]
     assert notes(5)[1] == f"did not pay here: {why_not('no hidden syncs', 'cpu')}"
     assert "waits for nothing" in notes(5)[1]
+    drop = notes(5, accuracy=(0.9, 0.9, 0.7))[2]  # faster than the rung above, but it learns less
+    assert drop == "lower accuracy after the same steps (70.0%, the rung above 90.0%)"
+    assert notes(1, accuracy=(0.9, 0.9, 0.7))[2] == ""  # quick runs: accuracy after 4 steps says nothing
     assert "bfloat16" in why_not("mixed precision", "cpu") and why_not("mixed precision", "cuda")
 
 
