@@ -5,6 +5,7 @@ import importlib.util
 from pathlib import Path
 
 from helpers import data as D
+from tools import gpu_check
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_ladder.py"
 
@@ -26,3 +27,6 @@ def test_bench_ladder_quick(monkeypatch, tmp_path, capsys):
     assert [r["rung"] for r in rows][0] == "article loop" and len(rows) == 7
     assert float(rows[0]["ratio"]) == 1.0
     assert rows[-1]["note"].startswith("skipped")
+    best = max(rows, key=lambda r: float(r["ratio"]) if r["ratio"] else 0.0)
+    reported = gpu_check.parse_ladder(out)["best ladder rung / article loop"]  # what the GPU check reads
+    assert reported.endswith(f"({best['rung']})")

@@ -50,6 +50,12 @@ done in 21.4 s: epoch 3: train loss 1.020, test loss 0.990, test accuracy 71.3% 
 (fallback, not CIFAR-10)
 These are results on synthetic data, not CIFAR-10 results.
 """
+LADDER_OK = """\
+rung                images/s  x article  accuracy  note
+article loop            3100      1.00x     31.0%
+compile                44020     14.20x     30.2%
+best rung: compile, 14.20x the article's loop
+"""
 
 
 def doctor_output(facts: doctor.Facts) -> str:
@@ -62,12 +68,14 @@ class FakeRun:
     def __init__(self, **overrides):
         self.calls = []
         self.outputs = {"doctor": (0, doctor_output(GPU_FACTS)), "suite": (0, SUITE_OK),
-                        "benchmark": (0, BENCH_OK), "training": (0, TRAIN_OK), **overrides}  # fmt: skip
+                        "benchmark": (0, BENCH_OK), "training": (0, TRAIN_OK), "ladder": (0, LADDER_OK),
+                        **overrides}  # fmt: skip
 
     def __call__(self, command, env, cwd, timeout_s):
         text = " ".join(command[1:])
         name = next(n for n, key in [("doctor", "helpers.doctor"), ("suite", "pytest"), ("benchmark", "bench_training"),
-                                     ("training", "train_tudui"), ("extra", "extra")] if key in text)  # fmt: skip
+                                     ("training", "train_tudui"), ("ladder", "bench_ladder"),
+                                     ("extra", "extra")] if key in text)  # fmt: skip
         self.calls.append({"name": name, "command": command, "env": env, "cwd": cwd, "timeout_s": timeout_s})
         return self.outputs[name]
 
@@ -145,11 +153,20 @@ def test_the_command_itself_without_a_visible_gpu():
 def test_all_phases_pass_and_print_the_row(gpu_machine, capsys):
     assert G.main([]) == 0
     out = capsys.readouterr().out
-    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "suite", "benchmark", "training"]
+    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "suite", "benchmark", "training", "ladder"]
     assert "All phases passed." in out and "FAILED" not in out
     assert "| " + " | ".join(G.COLUMNS) + " |" in out
     today = datetime.date.today().isoformat()
-    assert last_row(out) == [today, "NVIDIA H200", "580.65.06", "2.14.1+cu130", "641 / 0", "41234", "0.994"]
+    assert last_row(out) == [
+        today,
+        "NVIDIA H200",
+        "580.65.06",
+        "2.14.1+cu130",
+        "641 / 0",
+        "41234",
+        "0.994",
+        "14.20x (compile)",
+    ]
     assert "3 epochs in 21 s, test accuracy 71.3%" in out
 
 
@@ -158,7 +175,7 @@ def test_phases_run_on_cuda_in_the_right_mode_and_place(gpu_machine):
     calls = {c["name"]: c for c in gpu_machine.calls}
     assert calls["suite"]["env"]["COURSE_DEVICE"] == "cuda" and calls["suite"]["env"]["COURSE_QUICK"] == "1"
     assert calls["suite"]["cwd"] == G.ROOT, "the suite checks the repository's stored outputs"
-    for name in ("benchmark", "training"):
+    for name in ("benchmark", "training", "ladder"):
         call = calls[name]
         assert call["command"][call["command"].index("--device") + 1] == "cuda"
         assert call["env"]["COURSE_QUICK"] == "0", "full mode"
@@ -180,7 +197,7 @@ def test_failing_tests_fail_the_check_and_show_in_the_row(gpu_machine, capsys):
     assert last_row(out)[4] == "639 / 2"
     assert "FAILED: suite (failed)" in out
     assert "boom" in out, "the failing phase's output tail is shown"
-    assert [c["name"] for c in gpu_machine.calls][-1] == "training", "the other phases still run"
+    assert [c["name"] for c in gpu_machine.calls][-1] == "ladder", "the other phases still run"
 
 
 @pytest.mark.parametrize(
@@ -214,7 +231,7 @@ def test_missing_dev_extra_is_named_with_the_install_command(gpu_machine, monkey
     assert G.main([]) == 1
     out = capsys.readouterr().out
     assert "needs ipykernel, nbval, not installed here" in out and 'pip install -e ".[dev]"' in out
-    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "benchmark", "training"]
+    assert [c["name"] for c in gpu_machine.calls] == ["doctor", "benchmark", "training", "ladder"]
     assert last_row(out)[4] == "not run" and last_row(out)[5] == "41234"
 
 
@@ -262,7 +279,7 @@ def test_phase_list_is_extensible_and_min_gpus_skips(gpu_machine, monkeypatch, c
 def test_only_runs_the_named_phases(gpu_machine, capsys):
     assert G.main(["--only", "benchmark"]) == 0
     assert [c["name"] for c in gpu_machine.calls] == ["benchmark"]
-    assert last_row(capsys.readouterr().out)[4:] == ["not run", "41234", "0.994"]
+    assert last_row(capsys.readouterr().out)[4:] == ["not run", "41234", "0.994", "not run"]
 
 
 def test_total_timeouts_fit_in_8_minutes():
@@ -287,7 +304,8 @@ def test_row_formatting():
                G.Result("benchmark", "failed", 1.0, bench)]  # fmt: skip
     machine = G.Machine(("NVIDIA A100|80GB", "NVIDIA A100|80GB", "NVIDIA T4"), None, "2.7.1+cu126")
     row = G.results_row(machine, results, datetime.date(2026, 12, 1))
-    assert row == "| 2026-12-01 | 2x NVIDIA A100/80GB, NVIDIA T4 | unknown | 2.7.1+cu126 | 641 / 0 | 900 | 0.900 |"
+    machine_cells = "| 2026-12-01 | 2x NVIDIA A100/80GB, NVIDIA T4 | unknown | 2.7.1+cu126 |"
+    assert row == machine_cells + " 641 / 0 | 900 | 0.900 | not run |"
 
 
 @pytest.mark.parametrize(

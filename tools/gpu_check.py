@@ -6,16 +6,17 @@ On a machine with a CUDA GPU it runs, one phase after another, each in its own p
 2. the whole suite with ``COURSE_DEVICE=cuda`` against the same stored outputs (``pytest``);
 3. the training benchmark on ``cuda`` (``benchmarks/bench_training.py``);
 4. notebook 05's training (``python -m helpers.train_tudui``) for a few full-mode epochs on the
-   synthetic fallback data.
+   synthetic fallback data;
+5. notebook 06's speed ladder on ``cuda`` (``benchmarks/bench_ladder.py``), whose best rung is reported.
 
 It then prints one results row for the README's GPU check table and exits 1 if any phase failed
 (0 when all passed). Without a CUDA GPU it says so and exits 0 with nothing run. All phases together
 stay under ``DEADLINE_S`` (each phase's timeout is cut to what is left). The full output of each phase
 goes to ``runs/gpu_check/<phase>.log``.
 
-The benchmark and the training run offline on purpose (proxy variables point at a closed local port):
+The benchmarks and the training run offline on purpose (proxy variables point at a closed local port):
 CIFAR-10 is then not downloaded and both train on the synthetic fallback, the same data on every
-machine. A new check (a benchmark ladder, a multi-GPU ``torchrun`` run) is one more ``Phase`` in
+machine. A new check (a multi-GPU ``torchrun`` run, say) is one more ``Phase`` in
 ``PHASES``; ``min_gpus`` skips it on machines with fewer GPUs.
 """
 
@@ -42,7 +43,7 @@ if __package__ in (None, ""):
 ROOT = Path(__file__).resolve().parent.parent
 _now = time.monotonic  # the clock the deadline is counted on
 LOG_DIR = Path("runs") / "gpu_check"
-DEADLINE_S = 450  # all phases together: the check must finish in under 8 minutes
+DEADLINE_S = 470  # all phases together: the check must finish in under 8 minutes
 INSTALL = 'pip install -e ".[dev]"'
 TRAIN_EPOCHS = 3
 TRAIN_ARGS = (
@@ -53,7 +54,16 @@ OFFLINE = {"http_proxy": CLOSED_PORT, "https_proxy": CLOSED_PORT, "HTTP_PROXY": 
            "no_proxy": "", "NO_PROXY": ""}  # fmt: skip
 
 # The README's GPU check table: one column per field of the results row, in this order.
-COLUMNS = ("date", "GPU", "driver", "torch", "tests passed / failed", "img/s (course loop)", "course / bare loop")
+COLUMNS = (
+    "date",
+    "GPU",
+    "driver",
+    "torch",
+    "tests passed / failed",
+    "img/s (course loop)",
+    "course / bare loop",
+    "best ladder rung / article loop",
+)
 
 
 class PhaseError(Exception):
@@ -174,6 +184,13 @@ def parse_training(output: str) -> dict[str, str]:
     return {"training": f"{TRAIN_EPOCHS} epochs in {seconds:.0f} s, test accuracy {summary['accuracy']}"}
 
 
+def parse_ladder(output: str) -> dict[str, str]:
+    best = re.search(r"^best rung: (.+), ([\d.]+)x the article's loop$", output, re.MULTILINE)
+    if not best:
+        raise PhaseError("the speed ladder printed no best rung")
+    return {"best ladder rung / article loop": f"{best.group(2)}x ({best.group(1)})"}
+
+
 # --- the phases --------------------------------------------------------------------------------------
 
 PHASES: list[Phase] = [
@@ -189,7 +206,7 @@ PHASES: list[Phase] = [
     Phase(
         "benchmark",
         lambda c: [c.python, str(c.root / "benchmarks" / "bench_training.py"), "--device", "cuda"],
-        75,
+        60,
         parse_benchmark,
         env={"COURSE_QUICK": "0", **OFFLINE},
         in_scratch=True,
@@ -197,8 +214,16 @@ PHASES: list[Phase] = [
     Phase(
         "training",
         lambda c: [c.python, "-m", "helpers.train_tudui", *TRAIN_ARGS],
-        105,
+        75,
         parse_training,
+        env={"COURSE_QUICK": "0", **OFFLINE},
+        in_scratch=True,
+    ),
+    Phase(
+        "ladder",
+        lambda c: [c.python, str(c.root / "benchmarks" / "bench_ladder.py"), "--device", "cuda", "--repeats", "3"],
+        65,
+        parse_ladder,
         env={"COURSE_QUICK": "0", **OFFLINE},
         in_scratch=True,
     ),
