@@ -1,0 +1,316 @@
+"""Checks for notebook 08's exercises (many processes: DDP, torchrun).
+
+- ``rank_device`` runs the learner's function on simulated machines (a CPU laptop, a Mac, one node of
+  a 2 x 4-GPU cluster, a machine with fewer GPUs than processes) with torchrun's environment, and
+  judges the device and backend it returns and the GPU it makes current (``torch.cuda.set_device``
+  is recorded, not called), as a GPU machine would observe them.
+- ``train_epochs`` runs the learner's loop as rank 0 and rank 1 of a 2-process job (no process group
+  is needed to see what each rank reads and saves) and judges which samples each rank read in
+  each epoch and who saved what.
+- ``load_ddp_checkpoint`` writes the file a DDP job's rank 0 writes on a GPU (``module.`` keys, tensors
+  tagged ``cuda:0``) and loads it with the learner's function on a simulated CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from helpers.checkpoints import tag_as_saved_on
+from helpers.exercises import call_learner, exercise_check, failed, passed
+from helpers.models import Tudui
+from helpers.simulate import simulated_machine
+
+# ------------------------------------------------------------------ (1) the device of one rank
+
+DEVICE_HINT = (
+    "GPUs: device = torch.device('cuda', int(env['LOCAL_RANK'])), torch.cuda.set_device(device), backend 'nccl'; "
+    "no CUDA GPU: torch.device('cpu') and 'gloo'. Raise an error when LOCAL_RANK >= torch.cuda.device_count()."
+)
+
+# (what the machine is, simulated_machine arguments, torchrun's environment, expected device or None for an error)
+MACHINES = [
+    ("a CPU-only laptop, rank 1 of 2", dict(cuda=0), dict(RANK=1, LOCAL_RANK=1, WORLD_SIZE=2), "cpu"),
+    ("a Mac with MPS, rank 0 of 2", dict(cuda=0, mps=True), dict(RANK=0, LOCAL_RANK=0, WORLD_SIZE=2), "cpu"),
+    ("one 8-GPU machine, rank 0 of 8", dict(cuda=8), dict(RANK=0, LOCAL_RANK=0, WORLD_SIZE=8), "cuda:0"),
+    ("the second node of 2 x 4 GPUs, rank 6 of 8", dict(cuda=4),
+     dict(RANK=6, LOCAL_RANK=2, WORLD_SIZE=8, LOCAL_WORLD_SIZE=4, GROUP_RANK=1), "cuda:2"),
+    ("a 2-GPU machine running 4 processes, rank 3", dict(cuda=2), dict(RANK=3, LOCAL_RANK=3, WORLD_SIZE=4), None),
+]  # fmt: skip
+
+
+def _index(device) -> int | None:
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    return 0 if device.index is None and device.type == "cuda" else device.index
+
+
+@contextlib.contextmanager
+def _torchrun_env(machine: dict, env: dict):
+    """A simulated machine, torchrun's variables in os.environ, and torch.cuda.set_device recorded."""
+    calls: list[int | None] = []
+    with simulated_machine(**machine):
+        os.environ.update({k: str(v) for k, v in env.items()})
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+        with mock.patch.object(torch.cuda, "set_device", lambda d: calls.append(_index(d))):
+            yield calls
+
+
+def _no_exit(fn):
+    """``fn`` with a ``SystemExit`` (what a script raises to stop) turned into an error a check can report."""
+
+    def run(*args):
+        try:
+            return fn(*args)
+        except SystemExit as err:
+            raise RuntimeError(f"SystemExit({err})") from None
+
+    return run
+
+
+@exercise_check
+def rank_device(fn) -> object:
+    """``fn(env)``: (device, backend) for the process torchrun started with environment ``env`` (a dict)."""
+    for what, machine, env, expected in MACHINES:
+        strings = {k: str(v) for k, v in env.items()}
+        with _torchrun_env(machine, env) as current:
+            if expected is None:
+                try:
+                    answer = fn(dict(strings))
+                except NotImplementedError as err:
+                    if not str(err):
+                        return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+                    answer = None
+                except (Exception, SystemExit):  # any error is right here: no GPU of its own for this process
+                    continue
+                return failed(
+                    f"On {what}, your function returned {answer!r} instead of stopping with an error: "
+                    "processes 2 and 3 of this machine would share a GPU (or use one that does not exist).",
+                    "raise an error (e.g. RuntimeError) naming LOCAL_RANK and the GPU count when "
+                    "LOCAL_RANK >= torch.cuda.device_count().",
+                )
+            try:
+                answer = _no_exit(fn)(dict(strings))
+            except Exception as err:
+                if isinstance(err, NotImplementedError) and not str(err):
+                    return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+                rank_instead = env["RANK"] != env["LOCAL_RANK"]
+                return failed(
+                    f"On {what}, your code raised {type(err).__name__}: {str(err).strip()[:200]}"
+                    + (
+                        f". This process has LOCAL_RANK={env['LOCAL_RANK']}, and this machine has GPU "
+                        f"{env['LOCAL_RANK']}: RANK counts processes over all machines; GPUs are numbered per machine."
+                        if rank_instead
+                        else ""
+                    ),
+                    DEVICE_HINT,
+                )
+        if not isinstance(answer, tuple | list) or len(answer) != 2:
+            return failed(f"Return a pair (device, backend), not {answer!r}.", "return torch.device(...), 'gloo'")
+        device, backend = torch.device(answer[0]), str(answer[1]).lower()
+        if expected == "cpu":
+            if device.type == "mps":
+                return failed(f"On {what}, you chose {device}: torch.distributed has no backend for MPS tensors.",
+                              "On a machine without CUDA GPUs, train on the CPU with gloo.")  # fmt: skip
+            if device != torch.device("cpu"):
+                return failed(f"On {what}, you chose {device}, which is not there.", DEVICE_HINT)
+            if backend != "gloo":
+                return failed(f"On {what}, you chose the backend {backend!r}: NCCL needs CUDA GPUs.",
+                              "The CPU's backend is 'gloo'.")  # fmt: skip
+            if current:
+                return failed(f"On {what}, your function called torch.cuda.set_device: there is no GPU.", DEVICE_HINT)
+            continue
+        if device.type == "cuda" and device.index is None:
+            return failed(
+                f"On {what}, you chose {str(device)!r} without an index: every process of the machine would use "
+                "its current GPU, GPU 0.",
+                "torch.device('cuda', local_rank): each process on its own GPU.",
+            )
+        if str(device) != expected:
+            uses_rank = device == torch.device("cuda", env["RANK"])
+            return failed(
+                f"On {what} (LOCAL_RANK={env['LOCAL_RANK']}), you chose {device}, expected {expected}."
+                + (" RANK counts processes over all machines; GPUs are numbered per machine." if uses_rank else ""),
+                "Use LOCAL_RANK for the GPU index, RANK only to decide who logs and saves.",
+            )
+        if backend != "nccl":
+            return failed(f"On {what}, you chose the backend {backend!r} for GPUs.",
+                          "NCCL is the backend for CUDA GPUs (gloo would copy through the CPU).")  # fmt: skip
+        if not current or current[-1] != device.index:
+            return failed(
+                f"On {what}, your function did not make {device} the current GPU (torch.cuda.set_device"
+                f"{'' if not current else f' was called with {current[-1]}'}).",
+                "Call torch.cuda.set_device(device): NCCL and any bare 'cuda' then mean this process's GPU, "
+                "not GPU 0 for every process.",
+            )
+    return passed(
+        "One process per GPU, picked by LOCAL_RANK and made current; gloo on the CPU; an error when there are "
+        "more processes than GPUs (checked on 5 simulated machines)."
+    )
+
+
+# ------------------------------------------------------------------ (2) an epoch loop for every rank
+
+
+class _Recorded(Dataset):
+    """32 samples of 4 features and 2 classes; remembers which indices were read, in order."""
+
+    def __init__(self) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self.x = torch.randn(32, 4, generator=gen)
+        self.y = (self.x[:, 0] > 0).long()
+        self.read: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        self.read.append(int(i))
+        return self.x[i], self.y[i]
+
+
+EPOCH_HINT = (
+    "sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True); "
+    "DataLoader(dataset, batch_size=4, sampler=sampler); sampler.set_epoch(epoch) at the start of each epoch; "
+    "`if rank == 0: save(model.state_dict(), epoch)`."
+)
+
+
+@exercise_check
+def train_epochs(fn) -> object:
+    """``fn(model, dataset, rank, world_size, epochs, save)``: this rank's epochs; rank 0 saves after each."""
+    epochs, world_size = 3, 2
+    runs = {}
+    for rank in range(world_size):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        before = copy.deepcopy(model)
+        dataset = _Recorded()
+        saved: list[tuple[dict, object]] = []
+
+        def save(state_dict, epoch=None, saved=saved):
+            saved.append(({k: v.detach().clone() for k, v in state_dict.items()}, epoch))
+
+        _, problem = call_learner(fn, model, dataset, rank, world_size, epochs, save,
+                                  when=f"As rank {rank} of {world_size}", hint=EPOCH_HINT)  # fmt: skip
+        if problem is not None:
+            return problem
+        runs[rank] = (model, before, dataset.read, saved)
+
+    share = len(_Recorded()) // world_size
+    for rank, (_, _, read, _) in runs.items():
+        if len(read) == epochs * len(_Recorded()):
+            return failed(
+                f"Rank {rank} read the whole dataset in every epoch: without a DistributedSampler every process "
+                "does the same work, and the job is no faster than one process.",
+                EPOCH_HINT,
+            )
+        if len(read) != epochs * share:
+            return failed(
+                f"Rank {rank} read {len(read)} samples in {epochs} epochs; its share is {share} per epoch "
+                f"({len(_Recorded())} samples, {world_size} ranks).",
+                EPOCH_HINT,
+            )
+    per_epoch = {r: [runs[r][2][e * share : (e + 1) * share] for e in range(epochs)] for r in runs}
+    for e in range(epochs):
+        a, b = set(per_epoch[0][e]), set(per_epoch[1][e])
+        if a & b:
+            return failed(
+                f"In epoch {e + 1}, ranks 0 and 1 both read samples {sorted(a & b)[:6]}...: each rank must read "
+                "its own part of the data, or the job does the same work twice.",
+                EPOCH_HINT,
+            )
+    orders = [tuple(per_epoch[0][e]) for e in range(epochs)]
+    if len(set(orders)) == 1:
+        return failed(
+            f"Rank 0 read its samples in the same order in all {epochs} epochs ({list(orders[0][:6])}...): "
+            "DistributedSampler shuffles with seed + epoch, and the epoch stays 0 unless you set it.",
+            "Call sampler.set_epoch(epoch) at the start of every epoch, on every rank.",
+        )
+    if runs[1][3]:
+        return failed(
+            f"Rank 1 saved a checkpoint too ({len(runs[1][3])} time(s)): with N processes, N copies of the same "
+            "file are written, to the same path at the same moment (a torn file), or N files.",
+            "Save on rank 0 only: `if rank == 0: save(...)` (the parameters are identical on every rank).",
+        )
+    model, before, _, saved = runs[0]
+    if len(saved) != epochs:
+        return failed(f"Rank 0 saved {len(saved)} time(s) in {epochs} epochs.", "Save once after every epoch.")
+    if all(torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters(), strict=True)):
+        return failed(
+            "The model's parameters did not change.", "optimizer.zero_grad(); loss.backward(); optimizer.step()"
+        )
+    last, _ = saved[-1]
+    if set(last) != set(model.state_dict()) or not all(torch.equal(last[k], v) for k, v in model.state_dict().items()):
+        return failed("The last checkpoint is not the trained model's state_dict.", "save(model.state_dict(), epoch)")
+    return passed(
+        "Each rank read its own half of the data, in a new order every epoch, and only rank 0 saved "
+        "(checked as rank 0 and rank 1 of 2)."
+    )
+
+
+# ------------------------------------------------------------------ (3) a DDP checkpoint on a CPU-only machine
+
+LOAD_HINT = (
+    "state = torch.load(path, map_location='cpu'); consume_prefix_in_state_dict_if_present(state, 'module.') "
+    "(from torch.nn.modules.utils); model = Tudui(); model.load_state_dict(state); return model."
+)
+
+
+@exercise_check
+def load_ddp_checkpoint(fn) -> object:
+    """``fn(path)``: a plain Tudui on the CPU with the weights that DDP's rank 0 saved on a GPU at ``path``."""
+    torch.manual_seed(1)
+    trained = Tudui()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tudui_ddp.pt"
+        with tag_as_saved_on("cuda:0"):  # the file a GPU machine writes
+            torch.save({f"module.{k}": v for k, v in trained.state_dict().items()}, path)
+        with simulated_machine(cuda=0):  # a laptop without a GPU
+            try:
+                model, error = fn(str(path)), None
+            except Exception as err:  # the learner's bug is the feedback
+                model, error = None, err
+    if error is not None:
+        text = str(error)
+        if isinstance(error, NotImplementedError) and not text:
+            return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+        if "deserialize object on a CUDA device" in text:
+            return failed(
+                "torch.load tried to put the tensors back on cuda:0, where they were saved; this machine has no GPU.",
+                "torch.load(path, map_location='cpu')",
+            )
+        if "module." in text and ("Unexpected key" in text or "Missing key" in text):
+            return failed(
+                "The keys in the file start with 'module.' (DDP's wrapper); a plain Tudui's keys do not.",
+                "consume_prefix_in_state_dict_if_present(state, 'module.') from torch.nn.modules.utils, "
+                "or {k.removeprefix('module.'): v for k, v in state.items()}.",
+            )
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return failed(f"On a machine without a GPU, your code raised {type(error).__name__}: {first}", LOAD_HINT)
+    if isinstance(model, dict):
+        return failed("You returned the state_dict; return the model with the weights loaded.", LOAD_HINT)
+    if not isinstance(model, nn.Module) or isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
+        return failed(f"Return a plain nn.Module (a Tudui), not {type(model).__name__}.", LOAD_HINT)
+    state = model.state_dict()
+    if set(state) != set(trained.state_dict()):
+        return failed(f"Your model's keys are {sorted(state)[:2]}..., not a plain Tudui's.", LOAD_HINT)
+    devices = {str(v.device) for v in state.values()}
+    if devices != {"cpu"}:
+        return failed(f"Your model's tensors are on {', '.join(sorted(devices))}, not the CPU.", LOAD_HINT)
+    if not all(torch.equal(state[k], v) for k, v in trained.state_dict().items()):
+        return failed(
+            "Your model does not hold the saved weights (loading with strict=False skips every key that does "
+            "not match, silently).",
+            "Strip the 'module.' prefix and load with the default strict=True, which names any key that does not fit.",
+        )
+    return passed("A plain Tudui on the CPU, with the weights DDP saved on a GPU (checked on a simulated laptop).")

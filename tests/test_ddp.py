@@ -1,0 +1,122 @@
+"""Real torchrun jobs with gloo on CPU processes: DDP, a collective timeout, two nodes, FSDP2.
+
+Every job runs through helpers.launch with a timeout (the whole process group is killed when it
+expires) and on a free loopback port, so a hang fails the test instead of blocking the suite.
+"""
+
+import json
+import os
+from unittest import mock
+
+import pytest
+import torch
+
+from helpers import ddp_train
+from helpers.launch import Run, free_port, joined_text, torchrun, torchrun_nodes
+from helpers.simulate import simulated_machine
+
+TIMEOUT = 300  # seconds for one job on a loaded 2-core machine; a job takes about 10 s on an idle one
+
+
+def test_run_text_sorts_the_ranked_lines():
+    run = Run("torchrun ...", 0, "[rank 1] b\nepoch 1\n[rank 0] a\n\nepoch 2\n", "", 1.0)
+    assert run.text() == "epoch 1\nepoch 2\n[rank 0] a\n[rank 1] b"
+    assert joined_text([Run("", 0, "[rank 1] x\n", "", 0), Run("", 0, "log\n[rank 0] y\n", "", 0)]) == (
+        "log\n[rank 0] y\n[rank 1] x"
+    )
+
+
+def test_only_an_abort_at_shutdown_counts_as_one():
+    from helpers.launch import SHUTDOWN_ABORT, _aborted_at_shutdown
+
+    assert _aborted_at_shutdown([Run("", -6, "done", SHUTDOWN_ABORT, 1.0)])
+    assert not _aborted_at_shutdown([Run("", 1, "", "RuntimeError: Timed out", 1.0)])
+    assert not _aborted_at_shutdown([Run("", 0, "done", "", 1.0), Run("", -9, "", SHUTDOWN_ABORT, 1.0, timed_out=True)])
+
+
+def test_free_port_is_a_loopback_port_one_can_bind():
+    import socket
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_two_processes_train_as_one_and_resume_on_one(tmp_path):
+    """2 processes x 32 == 1 process x 64; rank 0's checkpoint has no prefix and resumes in one process."""
+    ckpt, result = str(tmp_path / "ddp.pt"), str(tmp_path / "ddp.json")
+    args = ["--device", "cpu", "--samples", "256", "--seed", "3"]
+    run = torchrun("helpers.ddp_train", *args, "--epochs", "1", "--checkpoint", ckpt, "--result", result,
+                   timeout=TIMEOUT).check()  # fmt: skip
+    assert "2 process(es) x batch 32 = effective batch 64" in run.text()
+    assert "parameters identical on all 2 process(es): True" in run.text()
+    with open(result) as f:
+        two = json.load(f)
+    assert len(set(two["fingerprints"])) == 1
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert state["epoch"] == 1 and not any(k.startswith("module.") for k in state["model"])
+
+    one = ddp_train.main([*args, "--batch-size", "64", "--epochs", "2"])  # uninterrupted, one process
+    assert max(abs(a - b) for a, b in zip(one["losses"], two["losses"], strict=False)) < 1e-4
+    resumed = ddp_train.main([*args, "--batch-size", "64", "--epochs", "2", "--checkpoint", ckpt, "--resume"])
+    assert len(resumed["losses"]) == 4  # epoch 2 only: 256 images / 64
+    assert max(abs(a - b) for a, b in zip(resumed["losses"], one["losses"][4:], strict=True)) < 1e-4
+    for k, v in one["state_dict"].items():
+        assert torch.allclose(resumed["state_dict"][k], v, atol=1e-5), k
+
+
+def test_a_collective_only_rank_0_calls_fails_fast():
+    run = torchrun("helpers.collective_timeout", "--timeout", "3", timeout=TIMEOUT)
+    assert run.returncode != 0 and not run.timed_out
+    assert "rank 0 gave up" in run.text() and "timed out" in run.text().lower()
+
+
+def test_a_job_past_its_timeout_is_killed():
+    run = torchrun("helpers.collective_timeout", "--timeout", "600", timeout=5)
+    assert run.timed_out and run.seconds < 60
+    with pytest.raises(RuntimeError, match="timed out"):
+        run.check()
+
+
+def test_two_nodes_on_localhost():
+    nodes = torchrun_nodes("helpers.ddp_train", "--device", "cpu", "--samples", "128", "--epochs", "1",
+                           nnodes=2, nproc_per_node=1, timeout=TIMEOUT)  # fmt: skip
+    for node in nodes:
+        node.check()
+        assert "--nnodes=2" in node.command and "--rdzv-endpoint=127.0.0.1:" in node.command
+    text = joined_text(nodes)
+    assert "2 process(es) x batch 32" in text and "parameters identical on all 2 process(es): True" in text
+
+
+def test_fsdp_shards_and_matches_one_process(tmp_path):
+    result = tmp_path / "fsdp.json"
+    args = ["--device", "cpu", "--samples", "256", "--epochs", "1"]
+    torchrun("helpers.fsdp_train", *args, "--result", result, timeout=TIMEOUT).check()
+    fsdp = json.loads(result.read_text())
+    for name, size in fsdp["full"].items():
+        assert [s[name] for s in fsdp["shards"]] == [(size + 1) // 2, size // 2], name
+    one = ddp_train.main([*args, "--batch-size", "64"])
+    assert max(abs(a - b) for a, b in zip(fsdp["losses"], one["losses"], strict=True)) < 1e-4
+
+
+def test_more_processes_than_gpus_is_refused_with_a_message():
+    with simulated_machine(cuda=2):
+        os.environ.update(RANK="2", LOCAL_RANK="2", WORLD_SIZE="3")
+        with pytest.raises(SystemExit, match=r"LOCAL_RANK=2, but this machine has 2 GPU\(s\).*--device cpu"):
+            ddp_train.setup()
+
+
+def test_each_process_takes_the_gpu_of_its_local_rank():
+    chosen = []
+    with simulated_machine(cuda=4), mock.patch.object(torch.cuda, "set_device", chosen.append):
+        os.environ.update(RANK="5", LOCAL_RANK="1", WORLD_SIZE="1")  # world size 1: no process group to join
+        rank, world_size, device = ddp_train.setup()
+    assert (rank, world_size, device) == (5, 1, torch.device("cuda", 1)) and chosen == [torch.device("cuda", 1)]
+
+
+def test_cpu_is_used_when_asked_or_without_gpus():
+    with simulated_machine(cuda=2):
+        assert ddp_train.setup("cpu")[2] == torch.device("cpu")
+    with simulated_machine(cuda=0):
+        assert ddp_train.setup()[2] == torch.device("cpu")
