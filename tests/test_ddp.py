@@ -120,3 +120,16 @@ def test_cpu_is_used_when_asked_or_without_gpus():
         assert ddp_train.setup("cpu")[2] == torch.device("cpu")
     with simulated_machine(cuda=0):
         assert ddp_train.setup()[2] == torch.device("cpu")
+
+
+def test_the_ddp_benchmark_runs_quickly(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_ddp.py"
+    spec = importlib.util.spec_from_file_location("bench_ddp", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--quick", "--timeout", str(TIMEOUT)]) == 0
+    out = capsys.readouterr().out
+    assert "2 DDP processes x 1 thread (gloo):" in out and "DDP / one process:" in out
