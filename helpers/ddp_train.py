@@ -31,23 +31,38 @@ from helpers.data import SyntheticCIFAR, as_tensors
 from helpers.models import Tudui
 
 
+class RankDeviceError(ValueError):
+    """This process cannot have the device it asks for (e.g. more processes than GPUs)."""
+
+
+def rank_device(device: str = "auto", local_rank: int = 0) -> tuple[torch.device, str]:
+    """(device, backend) for the process with this LOCAL_RANK: cuda:LOCAL_RANK and NCCL, or the CPU and gloo.
+
+    ``device`` is ``"auto"`` (a GPU when there is one), ``"cuda"`` or ``"cpu"``. Raises
+    :class:`RankDeviceError` when there is no GPU for this LOCAL_RANK.
+    """
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if local_rank >= gpus:
+            raise RankDeviceError(
+                f"LOCAL_RANK={local_rank}, but this machine has {gpus} GPU(s): start at most one process per GPU "
+                f"(torchrun --nproc_per_node={max(gpus, 1)}), or train on the CPU with --device cpu."
+            )
+        dev = torch.device("cuda", local_rank)  # LOCAL_RANK, not RANK: GPUs are numbered per machine
+        torch.cuda.set_device(dev)  # so that NCCL and a bare "cuda" mean this process's GPU
+        return dev, "nccl"
+    return torch.device("cpu"), "gloo"
+
+
 def setup(device: str = "auto", timeout_s: float = 120) -> tuple[int, int, torch.device]:
     """(rank, world size, device) from torchrun's environment; joins the process group when there are several."""
     rank = int(os.environ.get("RANK", 0))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if device == "auto" and torch.cuda.is_available():
-        gpus = torch.cuda.device_count()
-        if local_rank >= gpus:
-            raise SystemExit(
-                f"LOCAL_RANK={local_rank}, but this machine has {gpus} GPU(s): start at most one process per GPU "
-                f"(torchrun --nproc_per_node={gpus}), or train on the CPU with --device cpu."
-            )
-        dev = torch.device("cuda", local_rank)  # LOCAL_RANK, not RANK: GPUs are numbered per machine
-        torch.cuda.set_device(dev)  # so that NCCL and a bare "cuda" mean this process's GPU
-        backend = "nccl"
-    else:
-        dev, backend = torch.device("cpu"), "gloo"
+    try:
+        dev, backend = rank_device(device, local_rank)
+    except RankDeviceError as err:
+        raise SystemExit(str(err)) from None
     if world_size > 1:  # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are read from the environment
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
     return rank, world_size, dev

@@ -3,11 +3,18 @@
 The same loop as notebook 05 (helpers.training), for the full run: real CIFAR-10 when it can be
 downloaded (else the synthetic fallback, and it says so), progress bars, a checkpoint after every
 epoch, and resuming from it on whatever device the command now runs on.
+
+Under ``torchrun --nproc_per_node=N -m helpers.train_tudui`` (WORLD_SIZE > 1) the same command
+trains with DDP: one process per GPU (cuda:LOCAL_RANK, NCCL) or CPU processes (gloo), each on its
+share of the data (DistributedSampler, set_epoch); rank 0 alone prints and writes the checkpoint,
+without DDP's ``module.`` prefix, so it resumes in one process and the other way round.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import sys
 import time
 
@@ -20,6 +27,7 @@ examples:
   python -m helpers.train_tudui --device cpu --epochs 20
   python -m helpers.train_tudui --device cuda:1 --preload
   python -m helpers.train_tudui --quick              # seconds, synthetic data (what the tests run)
+  torchrun --standalone --nproc_per_node=2 -m helpers.train_tudui   # DDP: one process per GPU (or CPU, gloo)
 
 Run the same command again to resume: --epochs is the total to reach, so an interrupted run
 (Ctrl-C) carries on from its last completed epoch, on whatever device it now runs on, with the
@@ -27,6 +35,8 @@ data order it would have had. Resuming needs the same data (quick or full), --lr
 --batch-size as the checkpoint; the command refuses a mismatch (use --no-resume to start afresh).
 Without internet, CIFAR-10 cannot be downloaded: the command trains on a synthetic CIFAR-shaped
 dataset instead and labels every result with it.
+Under torchrun, --device is auto, cuda (each process takes cuda:LOCAL_RANK) or cpu; --batch-size is
+per process (the effective batch is N times it); checkpoints resume with any number of processes.
 """
 
 
@@ -74,6 +84,46 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
+    from helpers.devices import DeviceError, pick_device
+
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    if world_size > 1:  # started by torchrun with several processes: DDP
+        import torch.distributed as dist
+
+        device = _rank_device(parser, args.device)
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))  # RANK etc. from the environment
+        try:
+            return _train(parser, args, device, dist.get_rank(), world_size)
+        finally:
+            dist.destroy_process_group()
+    try:
+        device = pick_device(args.device)
+    except DeviceError as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    return _train(parser, args, device, 0, 1)
+
+
+def _rank_device(parser: argparse.ArgumentParser, request: str | None):
+    """This process's device under torchrun: cuda:LOCAL_RANK or the CPU; exits 2 with a message otherwise."""
+    from helpers.config import DEVICE_ENV
+    from helpers.ddp_train import RankDeviceError, rank_device
+
+    request = request or os.environ.get(DEVICE_ENV, "").strip() or "auto"
+    if request not in ("auto", "cuda", "cpu"):
+        parser.exit(
+            2,
+            f"{parser.prog}: error: under torchrun, --device {request} cannot be used: use --device cuda "
+            "(each rank takes cuda:LOCAL_RANK), --device cpu or --device auto.\n",
+        )
+    try:
+        return rank_device(request, int(os.environ.get("LOCAL_RANK", 0)))[0]
+    except RankDeviceError as err:
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+
+
+def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, rank: int, world_size: int) -> int:
+    """The run, in one process (world_size 1) or in each of torchrun's processes (DDP)."""
     import torch
     from torch import nn
     from torch.utils.data import DataLoader
@@ -81,14 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     from helpers import checkpoints
     from helpers.config import quick_mode
     from helpers.data import as_tensors, load_cifar10
-    from helpers.devices import DeviceError, pick_device
     from helpers.models import Tudui
     from helpers.training import History, TensorBatches, fit, tensorboard_writer
 
-    try:
-        device = pick_device(args.device)
-    except DeviceError as err:
-        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    ddp = world_size > 1
+    say = print if rank == 0 else _silent  # one line per job, not one per process
 
     quick = args.quick or quick_mode()
     epochs = args.epochs if args.epochs is not None else (EPOCHS_QUICK if quick else EPOCHS_FULL)
@@ -97,24 +144,49 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     try:
-        data = load_cifar10(args.data_dir, quick=quick)
+        if ddp:  # rank 0 downloads first; the others then read its files
+            import torch.distributed as dist
+
+            if rank != 0:
+                dist.barrier()
+            data = load_cifar10(args.data_dir, quick=quick, **({"verbose": False} if rank else {}))
+            if rank == 0:
+                dist.barrier()
+        else:
+            data = load_cifar10(args.data_dir, quick=quick)
     except KeyboardInterrupt:
-        print("\ninterrupted while getting CIFAR-10: the partial download was removed; run again.", file=sys.stderr)
+        say("\ninterrupted while getting CIFAR-10: the partial download was removed; run again.", file=sys.stderr)
         return 130
-    print(f"data: {data.description}")
-    print(f"device: {device}")
+    say(f"data: {data.description}")
+    if ddp:
+        say(f"device: {device.type} in each of {world_size} processes (DDP, {dist.get_backend()}), "
+            f"batch {args.batch_size} each = effective batch {world_size * args.batch_size}")  # fmt: skip
+    else:
+        say(f"device: {device}")
 
     gen = torch.Generator().manual_seed(args.seed)
+    sampler = None
+    if ddp:  # each rank its share, in an order set by the seed and the epoch (sampler.set_epoch)
+        from torch.utils.data import DistributedSampler
+
+        sampler = DistributedSampler(data.train, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     if args.preload:
-        train_loader = TensorBatches(*as_tensors(data.train, device), args.batch_size, shuffle=True, generator=gen)
+        images, labels = as_tensors(data.train, device)
+        if ddp:
+            train_loader = _SampledBatches(images, labels, args.batch_size, sampler)
+        else:
+            train_loader = TensorBatches(images, labels, args.batch_size, shuffle=True, generator=gen)
         test_loader = TensorBatches(*as_tensors(data.test, device), args.batch_size)
     else:
-        train_loader = DataLoader(data.train, batch_size=args.batch_size, shuffle=True)
+        if ddp:
+            train_loader = DataLoader(data.train, batch_size=args.batch_size, sampler=sampler)
+        else:
+            train_loader = DataLoader(data.train, batch_size=args.batch_size, shuffle=True)
         test_loader = DataLoader(data.test, batch_size=args.batch_size)
 
-    model = Tudui().to(device)
+    plain = Tudui().to(device)  # what is saved and resumed: no DDP "module." prefix in its keys
     loss_fn = nn.CrossEntropyLoss().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    optimizer = torch.optim.SGD(plain.parameters(), lr=args.lr, momentum=args.momentum)
 
     settings = {
         "data_name": data.name,
@@ -128,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.checkpoint and not args.no_resume:
         from pathlib import Path
 
-        if Path(args.checkpoint).exists():
+        if Path(args.checkpoint).exists():  # every rank reads it (map_location: onto the CPU, then its device)
             state = checkpoints.load(args.checkpoint)
             mismatch = _mismatch(state, settings)
             if mismatch:
@@ -137,33 +209,47 @@ def main(argv: list[str] | None = None) -> int:
                     f"{parser.prog}: error: {args.checkpoint} cannot be resumed by this run: {mismatch}. "
                     "Run with the checkpoint's settings, or use --no-resume or another --checkpoint.\n",
                 )
-            state = checkpoints.resume_training(args.checkpoint, model, optimizer, device)
+            state = checkpoints.resume_training(args.checkpoint, plain, optimizer, device)
             if state.get("rng") is not None:  # the data order the uninterrupted run would have had
                 torch.set_rng_state(state["rng"])
                 gen.set_state(state["generator"])
             history = History.from_dict(state["history"])
             done = state["epoch"]
-            print(f"resumed from {args.checkpoint}: epoch {done} done ({history.summary()})")
+            say(f"resumed from {args.checkpoint}: epoch {done} done ({history.summary()})")
 
     remaining = epochs - done
     if remaining <= 0:
-        print(f"nothing to do: {done} of {epochs} epochs already done ({args.checkpoint}); raise --epochs to go on")
+        say(f"nothing to do: {done} of {epochs} epochs already done ({args.checkpoint}); raise --epochs to go on")
         return 0
 
-    writer = tensorboard_writer(args.log_dir)
+    model = plain
+    if ddp:  # after resuming: DDP copies rank 0's parameters to every rank when it wraps the model
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(plain, device_ids=[device.index] if device.type == "cuda" else None)
+
+    writer = tensorboard_writer(args.log_dir) if rank == 0 else None
     if writer is not None:
-        print(f"TensorBoard logs in {args.log_dir}/: open them with  tensorboard --logdir {args.log_dir}")
+        say(f"TensorBoard logs in {args.log_dir}/: open them with  tensorboard --logdir {args.log_dir}")
 
     saved = {"epoch": done}
 
     def report(epoch: int, hist: History) -> None:
-        if args.checkpoint:
-            checkpoints.save_training(args.checkpoint, model, optimizer, epoch, hist, **settings,
-                                      rng=torch.get_rng_state(), generator=gen.get_state())  # fmt: skip
-            saved["epoch"] = epoch
-        from tqdm.auto import tqdm
+        if ddp:  # each rank's loss is over its share: the mean over ranks is the loss over all the data
+            from helpers.ddp_train import mean_over_ranks
 
-        tqdm.write(hist.summary() + (f" (saved {args.checkpoint})" if args.checkpoint else ""))
+            hist.train_loss[-1] = mean_over_ranks(torch.tensor(hist.train_loss[-1], device=device)).item()
+        if args.checkpoint and rank == 0:  # one writer
+            checkpoints.save_training(args.checkpoint, plain, optimizer, epoch, hist, **settings,
+                                      rng=torch.get_rng_state(), generator=gen.get_state())  # fmt: skip
+        if args.checkpoint and ddp:
+            dist.barrier()  # no rank reads the file, or exits, before it is complete
+        if args.checkpoint:
+            saved["epoch"] = epoch
+        if rank == 0:
+            from tqdm.auto import tqdm
+
+            tqdm.write(hist.summary() + (f" (saved {args.checkpoint})" if args.checkpoint else ""))
 
     start = time.perf_counter()
     try:
@@ -176,22 +262,47 @@ def main(argv: list[str] | None = None) -> int:
             device,
             remaining,
             history=history,
-            progress=not args.no_progress,
+            progress=not args.no_progress and rank == 0,
             writer=writer,
             on_epoch_end=report,
+            on_epoch_start=sampler.set_epoch if sampler is not None else None,
         )
     except KeyboardInterrupt:
         last = saved["epoch"]
         kept = f"{args.checkpoint} (epoch {last}) is intact" if args.checkpoint and last else "nothing was saved"
-        print(f"\ninterrupted: {kept}; run the same command to resume.", file=sys.stderr)
+        say(f"\ninterrupted: {kept}; run the same command to resume.", file=sys.stderr)
         return 130
     finally:
         if writer is not None:
             writer.close()
-    print(f"done in {time.perf_counter() - start:.1f} s: {history.summary()}")
+    say(f"done in {time.perf_counter() - start:.1f} s: {history.summary()}")
     if not data.is_cifar10:
-        print("These are results on synthetic data, not CIFAR-10 results.")
+        say("These are results on synthetic data, not CIFAR-10 results.")
+    if ddp:
+        dist.barrier()  # leave together: a rank that exits early can break a peer's shutdown
     return 0
+
+
+def _silent(*values, **kwargs) -> None:
+    """print on the ranks other than 0."""
+
+
+class _SampledBatches:
+    """--preload under torchrun: this rank's share of tensors kept on the device, in the sampler's order."""
+
+    def __init__(self, images, labels, batch_size: int, sampler):
+        self.images, self.labels, self.batch_size, self.sampler = images, labels, batch_size, sampler
+
+    def __len__(self) -> int:
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
+
+    def __iter__(self):
+        import torch
+
+        order = torch.tensor(list(self.sampler), device=self.labels.device)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
 
 
 def _mismatch(state: dict, settings: dict) -> str:

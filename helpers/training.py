@@ -195,12 +195,13 @@ def fit(
     progress: bool = True,
     writer=None,
     on_epoch_end: Callable[[int, History], None] | None = None,
+    on_epoch_start: Callable[[int], None] | None = None,
 ) -> History:
     """Train for ``epochs`` more epochs, evaluating after each; returns the (extended) history.
 
     ``history`` continues a resumed run (epoch numbers carry on). ``writer`` is a TensorBoard
     ``SummaryWriter`` or None. ``on_epoch_end(epoch, history)`` runs after each epoch (e.g. to save
-    a checkpoint).
+    a checkpoint); ``on_epoch_start(epoch)`` before it (e.g. ``sampler.set_epoch``).
     """
     history = history if history is not None else History(data_name=data_name)
     if data_name and not history.data_name:
@@ -209,6 +210,8 @@ def fit(
     epoch_range = range(first, first + epochs)
     batch_bars = progress and not _text_bars_in_notebook()
     for epoch in _bar(epoch_range, epochs, "epochs", progress, leave=True):
+        if on_epoch_start is not None:
+            on_epoch_start(epoch)
         train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, batch_bars, f"epoch {epoch}")
         test_loss, test_acc = evaluate(model, test_loader, loss_fn, device, batch_bars, f"test {epoch}")
         history.add(epoch, train_loss, test_loss, test_acc)
