@@ -1,21 +1,15 @@
 """The ladder benchmark runs in quick mode, prints its table and saves it as CSV."""
 
 import csv
-import importlib.util
-from pathlib import Path
 
 from helpers import data as D
-from tools import gpu_check
-
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_ladder.py"
+from tools import course, gpu_check
 
 
 def test_bench_ladder_quick(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))
     monkeypatch.chdir(tmp_path)
-    spec = importlib.util.spec_from_file_location("bench_ladder", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = course.load_benchmark("bench_ladder")
     assert bench.main(["--quick", "--device", "cpu", "--steps", "1"]) == 0
     out = capsys.readouterr().out
     assert "synthetic CIFAR-shaped data" in out

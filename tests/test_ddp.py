@@ -14,6 +14,7 @@ import torch
 from helpers import ddp_train
 from helpers.launch import Run, free_port, joined_text, torchrun, torchrun_nodes
 from helpers.simulate import simulated_machine
+from tools import course
 
 TIMEOUT = 300  # seconds for one job on a loaded 2-core machine; a job takes about 10 s on an idle one
 
@@ -123,13 +124,7 @@ def test_cpu_is_used_when_asked_or_without_gpus():
 
 
 def test_the_ddp_benchmark_runs_quickly(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_ddp.py"
-    spec = importlib.util.spec_from_file_location("bench_ddp", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = course.load_benchmark("bench_ddp")
     assert bench.main(["--quick", "--timeout", str(TIMEOUT)]) == 0
     out = capsys.readouterr().out
     assert "2 DDP processes x 1 thread (gloo):" in out and "DDP / one process:" in out

@@ -340,13 +340,9 @@ def test_doctor_output_on_a_gpu_and_a_cpu_machine():
 
 def test_real_benchmark_output_parses(monkeypatch, tmp_path, capsys):
     """The benchmark's own output (a quick CPU run) carries what the row needs."""
-    import importlib.util
-
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (128, 64))
     monkeypatch.chdir(tmp_path)
-    spec = importlib.util.spec_from_file_location("bench_training", course.ROOT / "benchmarks" / "bench_training.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = course.load_benchmark("bench_training")
     ratios = iter([0.987, 1.21])  # (a), then (b): no timing, the real printing
 
     def measured(runs, n_images, device, repeats):
