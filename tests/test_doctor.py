@@ -322,19 +322,32 @@ def test_gather_facts_with_broken_torch(monkeypatch):
     assert "does not import" in by_topic(diagnose(facts))["torch"].detail
 
 
-def test_gather_facts_with_torch_failing_on_device_queries(monkeypatch):
+SMI_WITH_GPU = {(): "| NVIDIA-SMI 580.82  Driver Version: 580.82  CUDA Version: 13.0 |",
+                ("--query-gpu=name,driver_version", "--format=csv,noheader"): "NVIDIA H100, 580.82"}  # fmt: skip
+
+
+@pytest.mark.parametrize("smi_sees_gpu", [False, True], ids=["no nvidia-smi", "nvidia-smi lists a GPU"])
+def test_gather_facts_with_torch_failing_on_device_queries(monkeypatch, smi_sees_gpu):
     import torch
 
     def no_cuda():
         raise RuntimeError("CUDA driver initialization failed")
 
+    def smi(*args):
+        return ("ok", SMI_WITH_GPU[args]) if smi_sees_gpu else ("missing", "nvidia-smi not found")
+
+    monkeypatch.setattr(doctor, "_run_nvidia_smi", smi)  # whatever this machine has
     monkeypatch.setattr(torch.cuda, "is_available", no_cuda)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
     monkeypatch.setitem(sys.modules, "torchvision", None)  # not needed here; importing it takes seconds
     facts = doctor.gather_facts()
-    assert facts.torch_warnings == [
-        "asking PyTorch about devices failed: RuntimeError: CUDA driver initialization failed"
-    ]
+    said = "asking PyTorch about devices failed: RuntimeError: CUDA driver initialization failed"
+    assert facts.torch_warnings == [said]
     assert facts.course_device_error == "RuntimeError: CUDA driver initialization failed"
     topics = by_topic(diagnose(facts))
-    assert topics["PyTorch warning"].status == "WARN"
+    if smi_sees_gpu:  # the driver has a GPU, so what PyTorch said belongs on the CUDA line
+        assert topics["CUDA"].status != "OK" and said in topics["CUDA"].detail
+        assert "PyTorch warning" not in topics
+    else:
+        assert topics["PyTorch warning"].status == "WARN"
     assert topics["course device"].status == "FAIL"
