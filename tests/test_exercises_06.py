@@ -487,3 +487,12 @@ def test_checks_never_raise(capsys):
     assert not check.quiet_loop(42)
     assert not check.device_loader("not a class")
     assert not check.amp_step(lambda *a: (1, 2))
+
+
+def test_amp_step_names_the_autocast_device_type_where_cuda_autocast_stays_on(monkeypatch, capsys):
+    # On a CUDA machine torch.autocast("cuda") stays on (no warning) while the CPU tensors run in float32;
+    # the hint must still say why.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert not check.amp_step(amp_cuda_hardcoded)
+    out = capsys.readouterr().out
+    assert "Autocast was on for 'cuda', not for 'cpu'" in out and "device_type must be the tensors' device" in out

@@ -94,7 +94,7 @@ def move_to(fn) -> object:
             return failed(f"Asked for {device}, your tensor is on {result.device}.", "return t.to(device)")
         if t.device.type != "cpu":
             return failed(
-                "The original tensor left the CPU: your code changed t itself (assigning t.data does that).",
+                "The original tensor left the CPU: your code assigned t.data, which moves t itself.",
                 DATA_HINT,
             )
         if not torch.equal(t, torch.tensor([1.0, 2.0, 3.0])):

@@ -205,8 +205,9 @@ def device_loader(cls):
         return failed("Iterating your loader must give (images, labels) pairs.", LOADER_HINT)
     places = {t.device for b in first for t in b}
     if places != {images.device}:
+        moves = f" ({log})" if len(log) else ""
         return failed(
-            f"Your batches are on {', '.join(sorted(map(str, places)))}, the data on {images.device}: "
+            f"Your batches are on {', '.join(sorted(map(str, places)))}, the data on {images.device}{moves}: "
             "a loader that keeps data on the device slices it there and gives it back there.",
             LOADER_HINT,
         )
@@ -305,10 +306,21 @@ def _amp_reference(device: torch.device, dtype: torch.dtype):
     return before, loss, delta
 
 
+def _autocast_types() -> list[str]:
+    """The device types torch.autocast is on for right now."""
+    return [t for t in ("cpu", "cuda", "mps", "xpu") if torch.is_autocast_enabled(t)]
+
+
 def _amp_check_on(fn, device):
     model, imgs, targets, loss_fn, optimizer = _amp_setup(device)
     seen = []
-    model[0].register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    autocast_on = set()  # the device types autocast was on for during the forward pass
+
+    def look(module, inputs, output):
+        seen.append(output.dtype)
+        autocast_on.update(_autocast_types())
+
+    model[0].register_forward_hook(look)
     scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, growth_interval=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -335,12 +347,13 @@ def _amp_check_on(fn, device):
             AMP_HINT,
         )
     if not seen or seen[0] not in LOW:
-        why = (
-            f" Autocast disabled itself with a warning ({disabled[0]}): its device_type must be the tensors' "
-            f"device type, {device.type!r} here."
-            if disabled
-            else ""
-        )
+        must = f"its device_type must be the tensors' device type, {device.type!r} here."
+        if disabled:
+            why = f" Autocast disabled itself with a warning ({disabled[0]}): {must}"
+        elif autocast_on:
+            why = f" Autocast was on for {', '.join(sorted(map(repr, autocast_on)))}, not for {device.type!r}: {must}"
+        else:
+            why = ""
         return failed(
             f"On {device} the first convolution ran in {seen[0] if seen else 'no'} precision: the forward pass did "
             f"not run under torch.autocast for this device.{why}",
