@@ -121,3 +121,16 @@ def test_notebook_copied_alone_runs(tmp_path, name):
         cwd=tmp_path, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_kernels_ignore_only_the_one_time_cublas_context_warning():
+    # conftest.py sets PYTHONWARNINGS for the kernels nbval starts; a malformed filter is ignored silently.
+    code = (
+        "import warnings\n"
+        "warnings.warn('Attempting to run cuBLAS, but there was no current CUDA context! Attempting to set the "
+        "primary context...', UserWarning)\n"
+        "warnings.warn('any other warning', UserWarning)\n"
+    )
+    stderr = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stderr
+    assert "cuBLAS" not in stderr and "Invalid -W option" not in stderr
+    assert "any other warning" in stderr
