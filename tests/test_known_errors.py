@@ -1,0 +1,645 @@
+"""The table of known device errors against the messages of the installed torch.
+
+A torch release that rewords a message must fail here, not silently stop matching. So: (a) every error
+a CPU-only machine can raise is raised for real and must be recognised; (b) the GPU-only ones are the
+texts recorded on a real GPU (tests/fixtures/gpu_error_messages.json), and the fragments their patterns
+rely on must still exist in the installed torch (its Python files or its shared libraries); (c) unknown
+errors match nothing; (d) every lesson names a notebook that exists and teaches the error.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import mmap
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import known_errors, simulate
+from helpers.checkpoints import tag_as_saved_on
+from helpers.child import run_python
+from helpers.known_errors import KNOWN_ERRORS, explain_exception, explain_text_cli, match, render
+from tools import course
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "gpu_error_messages.json").read_text())
+ENTRIES = {entry.key: entry for entry in KNOWN_ERRORS}
+CUDA_START = {"not-compiled-with-cuda", "no-nvidia-driver", "driver-too-old", "cuda-cannot-start", "no-cuda-gpus"}
+
+
+def key_of(exc: BaseException) -> str | None:
+    entry = explain_exception(exc)
+    return entry.key if entry else None
+
+
+def raised(fn) -> BaseException:
+    try:
+        fn()
+    except BaseException as err:  # noqa: BLE001 - the error is the result
+        return err
+    raise AssertionError(f"{fn} raised nothing")
+
+
+def test_table_is_well_formed():
+    assert len(ENTRIES) == len(KNOWN_ERRORS), "keys must be unique"
+    for entry in KNOWN_ERRORS:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", entry.key)
+        assert entry.title and entry.meaning and entry.fix and entry.lesson and entry.patterns
+        for pattern in entry.patterns:
+            re.compile(pattern)
+    with pytest.raises(AttributeError):
+        KNOWN_ERRORS[0].key = "x"  # frozen
+
+
+# --- (a) raised for real on this machine ----------------------------------------------------------------
+
+
+def _meta_add():
+    return torch.ones(3) + torch.ones(3, device="meta")
+
+
+def _lstm_on_meta():
+    return nn.LSTM(3, 4).to("meta")(torch.ones(2, 1, 3))
+
+
+def _fake_cuda_add():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():  # a tensor that claims to be on a GPU, with no GPU and no memory behind it
+        return torch.ones(2, device="cuda") + torch.ones(2)
+
+
+def _conv(batch: int, bias: bool):
+    return lambda: nn.Conv2d(3, 4, 3, bias=bias).double()(torch.ones(batch, 3, 8, 8))
+
+
+def _conv_without_onednn():
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False  # as a build without oneDNN (tests/test_variants.py)
+    try:
+        return nn.Conv2d(3, 4, 3, bias=False).double()(torch.ones(2, 3, 8, 8))
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
+def _checkpoint_from_a_gpu():
+    buffer = io.BytesIO()
+    index = torch.cuda.device_count() + 1 if torch.cuda.is_available() else 0  # a GPU this machine lacks
+    with tag_as_saved_on(f"cuda:{index}"):
+        torch.save({"w": torch.ones(2)}, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+class _Pickled:  # not a tensor, not a plain container: weights_only refuses it
+    pass
+
+
+def _pickled_object():
+    buffer = io.BytesIO()
+    torch.save(_Pickled(), buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+def _into_plain(state: dict):
+    return lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict(state)
+
+
+RAISED_HERE = {
+    "meta vs cpu (element-wise)": (_meta_add, "same-device"),
+    "meta vs cpu (LSTM)": (_lstm_on_meta, "same-device"),
+    "FakeTensorMode cuda vs cpu": (_fake_cuda_add, "same-device"),
+    "meta tensor to numpy": (lambda: torch.ones(2, device="meta").numpy(), "numpy-cuda"),
+    "conv: float input, double bias": (_conv(2, bias=True), "input-weight-type"),
+    "conv: float input, double weight (oneDNN where built)": (_conv(2, bias=False), None),
+    "conv: one image, double weight": (_conv(1, bias=False), "dtype-mismatch"),
+    "conv without oneDNN": (_conv_without_onednn, "dtype-mismatch"),
+    "linear: float input, double weight": (lambda: nn.Linear(3, 2).double()(torch.ones(2, 3)), "dtype-mismatch"),
+    "torch.device('gpu')": (lambda: torch.device("gpu"), "invalid-device-string"),
+    "torch.device('CUDA:0')": (lambda: torch.device("CUDA:0"), "invalid-device-string"),
+    "device='cuda0'": (lambda: torch.zeros(1, device="cuda0"), "invalid-device-string"),
+    "device='cuda: 0'": (lambda: torch.device("cuda: 0"), "invalid-device-string"),
+    "checkpoint saved on a GPU": (_checkpoint_from_a_gpu, "cuda-deserialize"),
+    "weights_only refuses an object": (_pickled_object, "weights-only"),
+    "module. prefix": (
+        _into_plain({"module.0.weight": torch.ones(2, 2), "module.0.bias": torch.ones(2)}),
+        "state-dict-module-prefix",
+    ),
+}
+ONEDNN_OR_NOT = {"input-weight-type", "dtype-mismatch"}  # the two wordings of one mistake (notebook 04)
+
+
+@pytest.mark.parametrize("name", RAISED_HERE, ids=list(RAISED_HERE))
+def test_errors_raised_here_are_recognised(name):
+    fn, expected = RAISED_HERE[name]
+    err = raised(fn)
+    if expected is None:
+        assert key_of(err) in ONEDNN_OR_NOT, f"{type(err).__name__}: {err}"
+    else:
+        assert key_of(err) == expected, f"{type(err).__name__}: {err}"
+
+
+def test_wrapper_prefixes_as_torch_writes_them():
+    plain = nn.Sequential(nn.Linear(2, 2))
+    wrapped = nn.DataParallel(plain)  # without a GPU a pass-through; its keys still start with "module."
+    assert key_of(raised(lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict(wrapped.state_dict()))) == (
+        "state-dict-module-prefix"
+    )
+    assert key_of(raised(lambda: wrapped.load_state_dict(plain.state_dict()))) == "state-dict-module-prefix"
+    try:
+        compiled = torch.compile(plain)  # wraps now, compiles at the first call (never made here)
+    except Exception as err:  # torch.compile unsupported on this platform
+        pytest.skip(f"torch.compile: {err}")
+    err = raised(lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict(compiled.state_dict()))
+    assert "_orig_mod." in str(err) and key_of(err) == "state-dict-compile-prefix"
+
+
+def test_cuda_that_cannot_start_is_recognised():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA works here")
+    err = raised(lambda: torch.zeros(1, device="cuda"))
+    assert key_of(err) in CUDA_START, f"{type(err).__name__}: {err}"
+    if "Found no NVIDIA driver" in str(err):
+        assert key_of(err) == "no-nvidia-driver"
+
+
+def test_not_compiled_with_cuda_as_torch_raises_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.delattr(torch._C, "_cuda_getDeviceCount", raising=False)  # what a CPU-only build lacks
+    err = raised(torch.cuda._lazy_init)
+    assert isinstance(err, AssertionError) and key_of(err) == "not-compiled-with-cuda"
+
+
+def test_forked_child_as_torch_raises_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # a forked child of a CUDA parent
+    err = raised(torch.cuda._lazy_init)
+    assert key_of(err) == "fork-reinit"
+
+
+def test_gpu_the_wheel_was_not_built_for_warns_recognisably(monkeypatch):
+    """torch's own start-up checks, on a simulated GPU of compute capability 6.1 and a wheel built for 9.0."""
+    monkeypatch.setattr(torch.version, "cuda", torch.version.cuda or "12.6")
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_90"])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (6, 1))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Simulated GPU")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda._check_capability()
+        torch.cuda._check_cubins()
+    assert caught, "no warning for an unsupported GPU"
+    for warning in caught:
+        assert match(f"{warning.category.__name__}: {warning.message}") is ENTRIES["no-kernel-image"], warning.message
+
+
+def test_ddp_unused_parameter_as_torch_raises_it():
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("no torch.distributed here, or a process group is already running")
+    from torch.nn.parallel import DistributedDataParallel
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.head_a, self.head_b = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.head_a(self.body(x))  # head_b unused
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp = DistributedDataParallel(TwoHeads())
+
+        def two_steps():
+            for _ in range(2):
+                ddp(torch.ones(2, 4)).sum().backward()
+
+        assert key_of(raised(two_steps)) == "ddp-unused-parameters"
+    finally:
+        dist.destroy_process_group()
+
+
+def test_mps_float64_where_there_is_mps():
+    if not torch.backends.mps.is_available():
+        pytest.skip("no MPS here: the message is checked in test_mps_float64_wordings")
+    err = raised(lambda: torch.zeros(1, dtype=torch.float64, device="mps"))
+    assert key_of(err) == "mps-float64"
+
+
+CHILD = r"""
+import json
+import torch
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader, Dataset
+from helpers.child_stderr import capture_child_stderr
+from helpers.known_errors import explain_exception, match
+
+
+class Squares(Dataset):  # defined in __main__, as in a notebook
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.tensor(i * i)
+
+
+def hello(rank):  # likewise
+    print("hello", rank)
+
+
+found = {}
+with capture_child_stderr() as children:
+    starts = {
+        "dataloader": lambda: list(DataLoader(Squares(), batch_size=2, num_workers=1, multiprocessing_context="spawn")),
+        "spawn": lambda: mp.spawn(hello, nprocs=1),
+    }
+    for name, start in starts.items():
+        try:
+            start()
+            found[name] = None
+        except Exception as err:
+            entry = explain_exception(err)
+            found[name] = [type(err).__name__, str(err), entry and entry.key]
+entry = match(children.text)
+found["children"] = [children.text[-500:], entry and entry.key]
+print(json.dumps(found))
+"""
+
+
+def test_children_that_cannot_import_a_notebook_definition():
+    """A DataLoader under spawn and mp.spawn, in a fresh `python -c` whose __main__ a child cannot import."""
+    found = json.loads(run_python(CHILD, timeout=240).strip().splitlines()[-1])
+    assert found["dataloader"][2] == "dataloader-worker-notebook", found["dataloader"]
+    assert found["spawn"][2] == "mp-spawn-notebook", found["spawn"]
+    text, key = found["children"]
+    assert "Can't get attribute" in text and key == "dataloader-worker-notebook", text
+
+
+# --- (b) messages only a GPU raises ------------------------------------------------------------------------
+
+FIXTURE_KEYS = {  # every recorded message, and the entry it must get
+    "same_device_add": "same-device",
+    "same_device_matmul": "same-device",
+    "linear_cpu_input": "same-device",
+    "loss_cpu_labels": "same-device",
+    "loss_cpu_weight": "same-device",
+    "numpy_cuda": "numpy-cuda",
+    "conv_cpu_input": "same-device",
+    "conv_cuda_input_cpu_weight": "input-weight-type",
+    "conv_half_input": "input-weight-type",
+    "invalid_ordinal": "invalid-device-ordinal",
+    "invalid_ordinal_to": "invalid-device-ordinal",
+    "set_device_bad": "invalid-device-ordinal",
+    "bad_string": "invalid-device-string",
+    "bad_string2": "invalid-device-string",
+    "adam_late_move": "same-device",
+    "adam_late_move_noforeach": "same-device",
+    "sgd_momentum_late_move": "same-device",
+    "layer_in_forward": "same-device",
+    "oom": "cuda-oom",
+    "device_assert": "device-side-assert",
+    "device_assert_blocking": "device-side-assert",
+    "fork_reinit": "fork-reinit",
+    "cvd_missing": "no-cuda-gpus",
+    "cvd_empty": "no-cuda-gpus",
+    "ddp_unused": "ddp-unused-parameters",
+    "mps_float64_on_cuda": None,  # float64 works on CUDA: nothing to explain
+}
+
+
+def recorded(name: str) -> str:
+    """A recorded message as a learner sees it: "TypeName: message", or what the probe printed."""
+    entry = FIXTURE["messages"][name]
+    if "message" in entry:
+        return f"{entry['raised'].rsplit('.', 1)[-1]}: {entry['message']}"
+    return entry["stdout"]
+
+
+def test_every_recorded_message_has_an_expectation():
+    assert set(FIXTURE_KEYS) == set(FIXTURE["messages"])
+
+
+@pytest.mark.parametrize("name", FIXTURE_KEYS)
+def test_messages_recorded_on_a_gpu_are_recognised(name):
+    entry = match(recorded(name))
+    assert (entry.key if entry else None) == FIXTURE_KEYS[name], recorded(name)
+
+
+def test_the_kernel_assertion_line_alone_is_recognised():
+    assert match(FIXTURE["messages"]["device_assert"]["stderr"]) is ENTRIES["device-side-assert"]
+
+
+DRIVER_INSUFFICIENT = (  # what torch 2.7 raises on a driver older than its CUDA, once CUDA has started
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call"
+)
+MPS_FLOAT64 = (  # torch's MPS message (macOS builds only), as learners report it
+    "TypeError: Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+    "Please use float32 instead."
+)
+CUBLAS_WARNING = (
+    "UserWarning: Attempting to run cuBLAS, but there was no current CUDA context! Attempting to set the "
+    "primary context... (Triggered internally at /pytorch/aten/src/ATen/cuda/CublasHandlePool.cpp:180.)"
+)
+
+# (entry, a real message, the fragments of it the entry's patterns rely on, which builds hold them).
+# Rewording the fragments must stop the match, and each fragment must still be in the installed torch.
+RELIED_ON = [
+    ("same-device", recorded("same_device_matmul"), ["Expected all tensors to be on the same device"], "any"),
+    ("numpy-cuda", recorded("numpy_cuda"), ["device type tensor to numpy"], "any"),
+    ("input-weight-type", recorded("conv_cuda_input_cpu_weight"), ["and weight type"], "any"),
+    ("input-weight-type", recorded("conv_half_input"), ["bias type"], "any"),
+    ("invalid-device-string", recorded("bad_string"), ["device type at start of device string"], "any"),
+    ("invalid-device-string", recorded("bad_string2"), ["Invalid device string"], "any"),
+    ("fork-reinit", recorded("fork_reinit"), ["Cannot re-initialize CUDA in forked subprocess"], "any"),
+    (
+        "ddp-unused-parameters",
+        recorded("ddp_unused"),
+        ["Expected to have finished reduction in the prior iteration"],
+        "any",
+    ),
+    (
+        "not-compiled-with-cuda",
+        f"AssertionError: {simulate.NOT_COMPILED}",
+        ["Torch not compiled with CUDA enabled"],
+        "any",
+    ),
+    (
+        "mp-spawn-notebook",
+        "ProcessExitedException: process 1 terminated with exit code 1",
+        ["terminated with exit code"],
+        "any",
+    ),
+    (
+        "dataloader-worker-notebook",
+        "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly",
+        ["DataLoader worker (pid(s) ", "exited unexpectedly"],
+        "any",
+    ),
+    ("invalid-device-ordinal", recorded("invalid_ordinal"), ["invalid device ordinal"], "cuda"),
+    ("device-side-assert", recorded("device_assert"), ["device-side assert triggered"], "cuda"),
+    (
+        "no-kernel-image",
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+        ["no kernel image is available for execution on the device"],
+        "cuda",
+    ),
+    ("cuda-oom", recorded("oom"), ["OutOfMemoryError", "CUDA out of memory"], "cuda"),
+    ("no-cuda-gpus", recorded("cvd_missing"), ["No CUDA GPUs are available"], "cuda"),
+    ("no-nvidia-driver", f"RuntimeError: {simulate.NO_DRIVER}", ["Found no NVIDIA driver on your system"], "cuda"),
+    ("driver-too-old", f"RuntimeError: {simulate.DRIVER_TOO_OLD}", ["NVIDIA driver on your system is too old"], "cuda"),
+    ("driver-too-old", DRIVER_INSUFFICIENT, ["CUDA driver version is insufficient for CUDA runtime version"], "cuda"),
+    ("cuda-cannot-start", f"RuntimeError: {simulate.UNKNOWN_ERROR}", ["CUDA unknown error"], "cuda"),
+    ("cuda-cannot-start", f"RuntimeError: {simulate.INIT_FAILED}", ["CUDA driver initialization failed"], "cuda"),
+    (
+        "cublas-context-warning",
+        CUBLAS_WARNING,
+        ["Attempting to run cuBLAS, but there was no current CUDA context"],
+        "cuda",
+    ),
+    (
+        "mps-float64",
+        MPS_FLOAT64,
+        ["Cannot convert a MPS Tensor to float64", "MPS framework doesn't support float64"],
+        "mps",
+    ),
+]
+
+
+class InstalledTorch:
+    """Search the installed torch's Python files and shared libraries (and the CUDA runtime next to them)."""
+
+    def __init__(self) -> None:
+        root = Path(torch.__file__).parent
+        self.python = b"\0".join(p.read_bytes() for p in root.rglob("*.py"))
+        libs = [*root.glob("lib/*.so*"), *root.glob("lib/*.dylib"), *root.glob("lib/*.dll")]
+        libs += list(root.parent.glob("nvidia/**/libcudart.so*"))  # CUDA's own error strings
+        self.libs = sorted(libs, key=lambda p: p.stat().st_size)  # small first: most hits are there
+        self.found: dict[str, str | None] = {}
+
+    def where(self, fragment: str) -> str | None:
+        if fragment not in self.found:
+            self.found[fragment] = self._search(fragment.encode())
+        return self.found[fragment]
+
+    def _search(self, needle: bytes) -> str | None:
+        if needle in self.python:
+            return "torch's Python files"
+        for path in self.libs:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(needle) != -1:
+                    return path.name
+        return None
+
+
+@pytest.fixture(scope="session")
+def installed_torch() -> InstalledTorch:
+    return InstalledTorch()
+
+
+def _built_for(needs: str) -> bool:
+    return {"any": True, "cuda": torch.version.cuda is not None, "mps": torch.backends.mps.is_built()}[needs]
+
+
+@pytest.mark.parametrize("case", RELIED_ON, ids=[f"{k}:{f[0][:30]}" for k, _, f, _ in RELIED_ON])
+def test_patterns_rely_on_text_that_torch_still_has(case, installed_torch):
+    key, message, fragments, needs = case
+    assert match(message) is ENTRIES[key], message
+    reworded = message
+    for fragment in fragments:
+        assert fragment in message
+        reworded = reworded.replace(fragment, "<reworded>")
+    assert match(reworded) is not ENTRIES[key], f"{key} still matches without {fragments}"
+    if not _built_for(needs):
+        pytest.skip(f"this torch is not a {needs} build: the text is not in it")
+    for fragment in fragments:
+        assert installed_torch.where(fragment), f"{fragment!r} is no longer in torch {torch.__version__}"
+
+
+def test_mps_float64_wordings():
+    for text in (MPS_FLOAT64, "TypeError: Trying to convert Double to the MPS backend but it has no mapping for it."):
+        assert match(text) is ENTRIES["mps-float64"]
+
+
+def test_every_entry_is_checked_against_real_text():
+    raised_keys = {key for _, key in RAISED_HERE.values()} | {"state-dict-module-prefix", "state-dict-compile-prefix"}
+    checked = raised_keys | {key for key, *_ in RELIED_ON} | set(filter(None, FIXTURE_KEYS.values()))
+    assert checked >= set(ENTRIES), f"no real message checks {set(ENTRIES) - checked}"
+
+
+# --- order, chains, notes ------------------------------------------------------------------------------
+
+
+def test_the_more_specific_entry_wins():
+    spawn = "ProcessExitedException: process 0 terminated with exit code 1\nCan't get attribute 'hello' on <module '__main__' (built-in)>"  # noqa: E501
+    assert match(spawn).key == "mp-spawn-notebook"
+    in_worker = "RuntimeError: Caught RuntimeError in DataLoader worker process 0.\n" + recorded("fork_reinit")
+    assert match(in_worker).key == "fork-reinit"
+    both = "UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!\n" + recorded("oom")
+    assert match(both).key == "cuda-oom"  # the harmless warning never hides the real error
+
+
+def test_colour_codes_do_not_hide_a_message():
+    assert match("\x1b[0;31mRuntimeError\x1b[0m: \x1b[1mInvalid device string: 'gpu0'\x1b[0m").key == (
+        "invalid-device-string"
+    )
+
+
+def test_the_exception_chain_and_notes_are_read():
+    inner = raised(_meta_add)
+    try:
+        raise ValueError("training step 3 failed") from inner
+    except ValueError as outer:
+        assert key_of(outer) == "same-device"
+    try:
+        try:
+            _meta_add()
+        except RuntimeError:
+            raise KeyError("during handling")  # noqa: B904 - the implicit __context__ is the point
+    except KeyError as outer:
+        assert key_of(outer) == "same-device"
+    noted = RuntimeError("worker failed")
+    noted.add_note(recorded("numpy_cuda"))
+    assert key_of(noted) == "numpy-cuda"
+    cycle = ValueError("a")
+    cycle.__context__ = ValueError("b")
+    cycle.__context__.__context__ = cycle
+    assert key_of(cycle) is None
+
+
+# --- (c) unknown errors ------------------------------------------------------------------------------------
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("x"),
+        KeyError("cuda"),
+        RuntimeError("something went wrong on cuda:0"),
+        IndexError("Target 10 is out of bounds."),
+        TypeError("unsupported operand type(s) for +: 'Tensor' and 'str'"),
+        RuntimeError("CUDA error: an illegal memory access was encountered"),
+        RuntimeError('Error(s) in loading state_dict for Linear:\n\tMissing key(s) in state_dict: "weight".'),
+        _Unprintable(),
+        KeyboardInterrupt(),
+    ],
+    ids=repr,
+)
+def test_unknown_errors_match_nothing(exc):
+    assert explain_exception(exc) is None
+
+
+def test_unknown_texts_match_nothing():
+    assert match("") is None
+    assert match(recorded("mps_float64_on_cuda")) is None
+    assert match("RuntimeError: shape '[2, 3]' is invalid for input of size 5") is None
+
+
+# --- the note -----------------------------------------------------------------------------------------
+
+
+def test_render_is_a_short_plain_note():
+    for entry in KNOWN_ERRORS:
+        note = render(entry)
+        assert note.startswith("[device error clinic] ")
+        for part in ("What this means: ", "How to fix it: ", "Learn more: "):
+            assert part in note
+        assert entry.fix.split()[-1] in note and entry.lesson.split()[-1] in note  # nothing cut off
+        assert all(len(line) <= 100 or " " not in line.strip() for line in note.splitlines()[1:])
+        assert note.isascii() and "\x1b" not in note
+
+
+def test_explain_text_cli(capsys):
+    assert explain_text_cli(recorded("numpy_cuda")) == 0
+    out = capsys.readouterr().out
+    assert "t.detach().cpu().numpy()" in out and "notebook 02" in out
+    assert explain_text_cli("ValueError: x") == 1
+    assert capsys.readouterr().out.strip() == (
+        f"Not a known device error; `{known_errors.DOCTOR}` checks this machine."
+    )
+
+
+# --- (d) the lessons ----------------------------------------------------------------------------------------
+
+CLINIC = "09"  # the error clinic notebook
+COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the lesson's own "section N"
+    "fork-reinit": ("06", "Cannot re-initialize CUDA in forked subprocess"),
+    "invalid-device-ordinal": ("00", "renumbered from 0"),
+    "cuda-oom": ("07", "CUDA out of memory"),
+    "mps-float64": ("00", "MPS has no float64"),
+    "mp-spawn-notebook": ("08", "terminated with exit code"),
+    "dataloader-worker-notebook": ("06", "exited unexpectedly"),
+    "ddp-unused-parameters": ("08", "Expected to have finished reduction in the prior iteration"),
+    "cuda-deserialize": ("05", "Attempting to deserialize object on a CUDA device"),
+    "weights-only": ("05", "Weights only load failed"),
+    "state-dict-module-prefix": ("08", "consume_prefix_in_state_dict_if_present"),
+    "state-dict-compile-prefix": ("06", "_orig_mod."),
+    "not-compiled-with-cuda": ("00", "Torch not compiled with CUDA enabled"),
+    "no-nvidia-driver": ("00", "Found no NVIDIA driver"),
+    "driver-too-old": ("00", "driver on your system is too old"),
+    "cuda-cannot-start": ("00", "CUDA unknown error"),
+    "no-cuda-gpus": ("00", "No CUDA GPUs are available"),
+    "invalid-device-string": ("03", "device type at start of device string"),
+    "numpy-cuda": ("02", "device type tensor to numpy"),
+    "input-weight-type": ("04", "and weight type"),
+    "dtype-mismatch": ("04", "expected scalar type Float but found Double"),
+    "same-device": ("03", "Expected all tensors to be on the same device"),
+    "cublas-context-warning": ("04", "Attempting to run cuBLAS"),
+}
+
+
+def _sections(path: Path) -> dict[str, str]:
+    """Each "## N." section of a notebook: its cells' sources and text outputs."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    sections, current = {}, None
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        heading = re.search(r"^## (\d+)\.", source, re.M) if cell["cell_type"] == "markdown" else None
+        if heading:
+            current = heading.group(1)
+        outputs = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+        sections[current] = sections.get(current, "") + source + "\n" + outputs + "\n"
+    return sections
+
+
+def _notebook(number: str) -> Path | None:
+    return next((p for p in course.lessons() if p.name.startswith(f"{number}_")), None)
+
+
+def test_every_lesson_names_a_notebook_that_exists():
+    for entry in KNOWN_ERRORS:
+        numbers = re.findall(r"notebook (\d\d)", entry.lesson)
+        assert numbers, entry.key
+        for number in numbers:
+            if number == CLINIC and _notebook(number) is None:
+                assert f"notebook {CLINIC} (the error clinic)" in entry.lesson  # not written yet
+                continue
+            assert _notebook(number) is not None, f"{entry.key}: notebook {number} does not exist"
+
+
+@pytest.mark.parametrize("key", COVERAGE)
+def test_the_lesson_named_teaches_the_error(key):
+    number, text = COVERAGE[key]
+    lesson = next(part for part in ENTRIES[key].lesson.split(";") if f"notebook {number}" in part)
+    sections = _sections(_notebook(number))
+    named = re.search(r"sections? (\d+)", lesson)
+    where = sections.get(named.group(1), "") if named else "".join(sections.values())
+    assert text in where, f"notebook {number} ({lesson.strip()}) does not show {text!r}"
+    if named:
+        assert named.group(1) in sections, f"notebook {number} has no section {named.group(1)}"
+
+
+def test_errors_no_earlier_notebook_teaches_are_the_clinics():
+    for key in set(ENTRIES) - set(COVERAGE):
+        assert ENTRIES[key].lesson.startswith(f"notebook {CLINIC} (the error clinic)"), key
