@@ -508,12 +508,35 @@ def can_run(checks: list[Check]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the report; return 0 when the course can run here, 1 when it cannot."""
+    """Print the report; return 0 when the course can run here, 1 when it cannot.
+
+    With ``--explain MESSAGE`` (the text, a file holding it, or ``-`` for standard input) it explains a
+    pasted error message instead: 0 when it is a known device error, 1 when not.
+    """
     parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--explain",
+        metavar="MESSAGE",
+        help='explain a pasted error message: the text, a file holding it, or "-" to read standard input',
+    )
+    args = parser.parse_args(argv)
+    if args.explain is not None:
+        from helpers.known_errors import explain_text_cli
+
+        return explain_text_cli(_read_message(args.explain))
     checks = diagnose(gather_facts())
     print(render(checks))
     return 0 if can_run(checks) else 1
+
+
+def _read_message(source: str) -> str:
+    """``--explain``'s argument: ``-`` reads standard input, an existing file is read, anything else is the text."""
+    if source == "-":
+        return sys.stdin.read()
+    if len(source) < 4096 and "\n" not in source and os.path.isfile(source):
+        with open(source, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    return source
 
 
 def run_child(env: dict[str, str] | None = None) -> int:
