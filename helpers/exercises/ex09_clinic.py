@@ -1,0 +1,722 @@
+"""Checks for notebook 09's exercises (the device error clinic: fix three broken scripts).
+
+Each judges what a GPU (or a Mac, or Windows) would observe, on any machine:
+
+- ``fixed_training`` runs the learner's resumed training towards ``meta`` (a device that is never the
+  CPU) under the rules a GPU enforces: an operator that mixes tensors of two devices raises (see
+  :class:`GpuRules`), and ``module.to()`` keeps each Parameter object, as it does for a GPU, so an
+  optimizer loaded before a late move keeps its state on the CPU. Then it runs on the course device and
+  compares the losses and weights with a reference resume.
+- ``load_anywhere`` writes the files a GPU machine writes (DDP and ``torch.compile`` prefixes, a training
+  checkpoint dict, tensors tagged ``cuda:0``) and loads them on a simulated laptop, towards ``meta`` and
+  on the course device; one more file carries code that runs if it is unpickled unsafely.
+- ``notebook_safe_loader`` reads one epoch of the learner's DataLoader and proves, without starting a
+  worker, whether a worker started by ``spawn`` or ``forkserver`` could unpickle what it is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+import numbers
+import pickle
+import re
+import sys
+import tempfile
+import types
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.data import DataLoader
+
+from helpers.checkpoints import optimizer_state_devices, save, save_training, tag_as_saved_on
+from helpers.devices import pick_device
+from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
+from helpers.exercises.ex05_training import CLASS_COUNTS  # the rare class 9 (truck), as in notebook 05
+from helpers.models import Tudui
+from helpers.simulate import simulated_machine
+
+
+def _devices(module: nn.Module) -> set[torch.device]:
+    return {t.device for t in list(module.parameters()) + list(module.buffers())}
+
+
+def _names(devices) -> str:
+    return ", ".join(sorted(map(str, devices)))
+
+
+def _quietly(fn, *args):
+    """(result, None) or (None, the exception), printing nothing and showing no warning."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args), None
+    except Exception as err:  # the learner's bug, diagnosed by the caller
+        return None, err
+
+
+def _unwritten(err: BaseException) -> bool:
+    return isinstance(err, NotImplementedError) and not str(err)
+
+
+NOT_WRITTEN = "Not written yet: replace the `raise NotImplementedError` line with your code."
+
+
+# ---------------------------------------------------------------- GPU rules on meta
+
+_CROSSES_DEVICES = {"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "index", "index_put_",
+                    "_index_put_impl_", "lift_fresh", "lift_fresh_copy"}  # fmt: skip
+"""Operators a GPU runs with tensors on another device: copies, and indexing with CPU indices."""
+
+
+class GpuRules(TorchDispatchMode):
+    """Within the block, an operator given tensors on two devices raises, as it does on a GPU.
+
+    On ``meta`` PyTorch's own kernels let some mixes through (a convolution, an in-place add with a CPU
+    tensor) that a GPU refuses. Exempt, as on a GPU: copies, indexing with CPU indices, and CPU tensors of
+    0 dimensions (a GPU kernel takes them as numbers). Each refusal is kept in ``refusals`` as
+    (operator, the arguments on the odd device, that device, the others' device, inside optimizer.step()).
+    The optimizers that stepped are kept in ``optimizers``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals: list[tuple[str, list[str], torch.device, torch.device, bool]] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.stepping = False
+
+    def __torch_dispatch__(self, func, arg_types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name not in _CROSSES_DEVICES:
+            placed = [
+                (arg, t.device)
+                for arg, value in _named_arguments(func, args, kwargs)
+                for t in tree_leaves(value)
+                if isinstance(t, torch.Tensor) and not (t.device.type == "cpu" and t.dim() == 0)
+            ]
+            devices = {d for _, d in placed}
+            if len(devices) > 1:
+                main = next(d for _, d in placed if d.type != "cpu")
+                odd = next(d for d in devices if d != main)
+                args_there = list(dict.fromkeys(arg for arg, d in placed if d == odd))
+                self.refusals.append((name, args_there, odd, main, self.stepping))
+                raise RuntimeError(
+                    f"Expected all tensors to be on the same device, but got {args_there[0]} is on {odd}, "
+                    f"different from other tensors on {main} (when checking argument in method {name})"
+                )
+        return func(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def watching_optimizers(self):
+        def before(optimizer, args, kwargs):
+            self.stepping = True
+            if optimizer not in self.optimizers:
+                self.optimizers.append(optimizer)
+
+        def after(optimizer, args, kwargs):
+            self.stepping = False
+
+        handles = [register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after)]
+        try:
+            yield self
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+def _named_arguments(func, args, kwargs):
+    names = [a.name for a in func._schema.arguments]
+    return list(zip(names, args, strict=False)) + list(kwargs.items())
+
+
+@contextlib.contextmanager
+def like_a_gpu():
+    """Run towards ``meta`` as towards a GPU: :class:`GpuRules` on, optimizers watched, and ``module.to()``
+    keeping each Parameter object (it does so for a GPU; for meta PyTorch would make new ones)."""
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    rules = GpuRules()
+    try:
+        with rules.watching_optimizers(), rules:
+            yield rules
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+
+
+# ---------------------------------------------------------------- Exercise 1: a training script with device bugs
+
+LR, MOMENTUM = 0.1, 0.9
+CLASS_WEIGHTS = sum(CLASS_COUNTS) / (len(CLASS_COUNTS) * torch.tensor(CLASS_COUNTS, dtype=torch.float32))
+
+TRAIN_HINT = (
+    "model = make_model().to(device) first, then build the optimizer and load its state; "
+    "loss_fn = nn.CrossEntropyLoss(weight=class_weights).to(device); in the loop images.to(device) and "
+    "labels.to(device); log loss.item(); create every layer in __init__."
+)
+LAYER_HINT = "Create the layer in __init__ (self.classifier = nn.Linear(16, 10)) and only use it in forward()."
+
+
+def _clinic_batches(n: int, seed: int):
+    """``n`` batches of 8 small images on the CPU; each holds the rare class 9, so the class weights count."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = [(torch.rand(8, 3, 8, 8, generator=gen), torch.randint(0, 9, (8,), generator=gen)) for _ in range(n)]
+    for _, labels in batches:
+        labels[:2] = 9
+    return batches
+
+
+class _Recorded:
+    """``make_model``, remembering each model it built."""
+
+    def __init__(self, make_model) -> None:
+        self.make_model = make_model
+        self.models: list[nn.Module] = []
+
+    def __call__(self, *args, **kwargs):
+        model = self.make_model(*args, **kwargs)
+        self.models.append(model)
+        return model
+
+
+def _start(make_model) -> dict:
+    """A checkpoint after a few steps of SGD with momentum, as a resumed run finds it (on the CPU)."""
+    torch.manual_seed(0)
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    for images, labels in _clinic_batches(3, seed=1):
+        optimizer.zero_grad()
+        F.cross_entropy(model(images), labels, weight=CLASS_WEIGHTS).backward()
+        optimizer.step()
+    return copy.deepcopy({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": 1})
+
+
+def _reference(make_model, start, batches, device):
+    """The fixed script's losses and final weights, and the first loss without class weights."""
+    torch.manual_seed(0)
+    model = make_model().to(device)
+    model.load_state_dict(start["model"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    optimizer.load_state_dict(copy.deepcopy(start["optimizer"]))
+    loss_fn = nn.CrossEntropyLoss(weight=CLASS_WEIGHTS).to(device)
+    images, labels = batches[0][0].to(device), batches[0][1].to(device)
+    with torch.no_grad():
+        unweighted = F.cross_entropy(model(images), labels).item()
+    losses = []
+    for images, labels in batches:
+        loss = loss_fn(model(images.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, [p.detach().clone() for p in model.parameters()], unweighted
+
+
+def _model_problem(make_model):
+    """Feedback if the model class fails on a device that is never the CPU, or is random at every call."""
+    model, problem = call_learner(make_model, when="Building your model", hint=LAYER_HINT)
+    if problem is not None:
+        return problem
+    if not isinstance(model, nn.Module):
+        return failed(f"make_model() must build an nn.Module, not {type(model).__name__}.", LAYER_HINT)
+    with like_a_gpu():
+        model.to(OTHER_DEVICE)
+        out, error = _quietly(model, torch.rand(4, 3, 8, 8, device=OTHER_DEVICE))
+    if error is not None:
+        message = (
+            f"Your model on {OTHER_DEVICE}, called on images on {OTHER_DEVICE}, raised {type(error).__name__}: {error}"
+        )
+        if _devices(model) == {OTHER_DEVICE}:
+            message += (
+                f"\n  Every parameter is on {OTHER_DEVICE}, so the culprit is a layer (or tensor) created inside "
+                "forward(): it is born on the CPU, and .to() only moves what __init__ registered. On a GPU this "
+                "is 'Expected all tensors to be on the same device'."
+            )
+        return failed(message, LAYER_HINT)
+    if not isinstance(out, torch.Tensor) or out.shape != (4, 10):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return failed(f"Your model must give 10 scores per image (4 x 10 here), got {got}.", LAYER_HINT)
+    torch.manual_seed(0)
+    model = make_model().eval()
+    images = torch.rand(4, 3, 8, 8)
+    with torch.no_grad():
+        if not torch.equal(model(images), model(images)):
+            return failed(
+                "Called twice on the same images, your model gives different outputs: a layer created inside "
+                "forward() is new and random at every call, so it is never trained (moving it with "
+                ".to(x.device) fixes the device, not that).",
+                LAYER_HINT,
+            )
+    return None
+
+
+def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device) -> object:
+    """Name the bug behind an error raised towards ``device`` (meta) under :class:`GpuRules`."""
+    if _unwritten(error):
+        return failed(NOT_WRITTEN)
+    if isinstance(error, TypeError) and "numpy" in str(error):
+        return failed(
+            f"`.numpy()` of a tensor on {device} raised TypeError: {error} On a GPU: can't convert cuda:0 device "
+            "type tensor to numpy. A NumPy array lives in the CPU's memory.",
+            "Log with loss.item() (a Python float), or loss.detach().cpu().numpy().",
+        )
+    if not rules.refusals or not built.models:
+        text = str(error)
+        hint = (
+            "Use the `device` argument, never .cuda() or 'cuda'." if "CUDA" in text or "NVIDIA" in text else TRAIN_HINT
+        )
+        return failed(f"Training on {device}, your code raised {type(error).__name__}: {text}", hint)
+    op, args, odd, main, stepping = rules.refusals[-1]
+    where = _devices(built.models[-1])
+    if where != {device}:
+        on_gpu = (
+            " On a GPU: 'Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same'."
+            if op == "convolution" and "weight" in args
+            else ""
+        )
+        return failed(
+            f"Asked to train on {device}, the model stayed on {_names(where)}: it was never moved "
+            f"({type(error).__name__}: {error}).{on_gpu}",
+            "model = make_model().to(device), right after building it and before the optimizer.",
+        )
+    if stepping:
+        state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
+        return failed(
+            f"optimizer.step() found its momentum on {_names(state - {main}) or odd} and the parameters on {main}: "
+            "optimizer.load_state_dict() puts the state beside the parameters as they are at that moment (still "
+            f"on the CPU), and model.to({device}) afterwards moves the parameters, not the optimizer's state. On a "
+            "GPU: 'Expected all tensors to be on the same device'.",
+            "Move the model first, then build the optimizer and load its state.",
+        )
+    if op.startswith("nll_loss"):
+        if "target" in args:
+            culprits = "labels" + (" and the loss's class weights" if "weight" in args else "")
+            return failed(
+                f"The {culprits} stayed on {odd} while the model's outputs are on {main}: the loss raised "
+                f"'Expected all tensors to be on the same device' (as on a GPU).",
+                "labels = labels.to(device), next to images = images.to(device)."
+                + (" And nn.CrossEntropyLoss(weight=class_weights).to(device)." if "weight" in args else ""),
+            )
+        if "weight" in args:
+            return failed(
+                f"The loss's class weights stayed on {odd} while the outputs and labels are on {main}: the loss "
+                "raised 'Expected all tensors to be on the same device' (as on a GPU).",
+                "loss_fn = nn.CrossEntropyLoss(weight=class_weights).to(device): the weight is a buffer of the "
+                "loss, so .to() moves it (or pass class_weights.to(device)).",
+            )
+    if op in ("convolution", "addmm", "mm"):
+        return failed(
+            f"The images reached the model on {odd}, the model is on {main}: {error}",
+            "images = images.to(device): Tensor.to() returns a moved copy, keep it.",
+        )
+    return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", TRAIN_HINT)
+
+
+def _floats_problem(losses, n: int):
+    if isinstance(losses, torch.Tensor) or (
+        isinstance(losses, list | tuple) and any(isinstance(x, torch.Tensor) for x in losses)
+    ):
+        return failed(
+            "Return the losses as Python floats, not tensors: tensors on the GPU keep GPU memory (and a graph, "
+            "unless detached).",
+            "losses.append(loss.item())",
+        )
+    if not isinstance(losses, list | tuple) or len(losses) != n:
+        got = f"{len(losses)} values" if isinstance(losses, list | tuple) else type(losses).__name__
+        return failed(f"Return a list of {n} losses, one per batch; got {got}.", "losses.append(loss.item())")
+    if not all(isinstance(x, numbers.Real) for x in losses):
+        kinds = sorted({type(x).__name__ for x in losses if not isinstance(x, numbers.Real)})
+        return failed(f"Return the losses as floats, not {', '.join(kinds)}.", "losses.append(loss.item())")
+    return None
+
+
+@exercise_check
+def fixed_training(train, make_model=None) -> object:
+    """``train(make_model, start, batches, class_weights, device)``: build the model with ``make_model()``,
+    resume it and its SGD optimizer from ``start`` (a checkpoint dict on the CPU: ``"model"`` and
+    ``"optimizer"`` state_dicts), train on ``device`` one step per ``(images, labels)`` batch (on the CPU)
+    with ``nn.CrossEntropyLoss(weight=class_weights)``; return the losses as floats. ``make_model`` is your
+    fixed model class."""
+    if make_model is None:
+        return failed("Pass your model class too: check.fixed_training(train, Net).")
+    problem = _model_problem(make_model)
+    if problem is not None:
+        return problem
+    start = _start(make_model)
+    batches = _clinic_batches(3, seed=2)
+    built = _Recorded(make_model)
+    with like_a_gpu() as rules:
+        losses, error = _quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), OTHER_DEVICE)
+    if error is not None:
+        return _meta_diagnosis(error, rules, built, OTHER_DEVICE)
+    if not built.models:
+        return failed("Your train() never called make_model(): build the model with it.", TRAIN_HINT)
+    where = _devices(built.models[-1])
+    if where != {OTHER_DEVICE}:
+        return failed(
+            f"Asked to train on {OTHER_DEVICE} (a device that is never the CPU), your model is on {_names(where)}.",
+            "Use the `device` argument you are given: model = make_model().to(device), before the optimizer.",
+        )
+    state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
+    if state - {OTHER_DEVICE}:
+        return failed(
+            f"After training on {OTHER_DEVICE}, the optimizer's state is on {_names(state)}.",
+            "Move the model first, then build the optimizer and load its state.",
+        )
+    problem = _floats_problem(losses, len(batches))
+    if problem is not None:
+        return problem
+
+    device = pick_device()
+    built = _Recorded(make_model)
+    torch.manual_seed(0)
+    losses, error = _quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), device)
+    if error is not None:
+        if _unwritten(error):
+            return failed(NOT_WRITTEN)
+        return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", TRAIN_HINT)
+    problem = _floats_problem(losses, len(batches))
+    if problem is not None:
+        return problem
+    expected, weights, unweighted = _reference(make_model, start, batches, device)
+    got = [float(x) for x in losses]
+    close = [math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)]
+    shown = f"yours {[round(x, 4) for x in got]}, expected {[round(x, 4) for x in expected]}"
+    if not close[0]:
+        if math.isclose(got[0], unweighted, rel_tol=1e-4, abs_tol=1e-6):
+            return failed(
+                f"Your first loss is the unweighted one ({shown}): the loss ignores the class weights.",
+                "nn.CrossEntropyLoss(weight=class_weights).to(device)",
+            )
+        return failed(
+            f"Your first loss is not the one the checkpoint's model gives with the class-weighted loss ({shown}).",
+            "Load start['model'] into the model before training (model.load_state_dict(start['model'])), and use "
+            "nn.CrossEntropyLoss(weight=class_weights) as the script does.",
+        )
+    if not all(close):
+        return failed(
+            f"Your first loss is right but later ones differ ({shown}): the updates are not the resumed "
+            "optimizer's. Its momentum from the checkpoint was not loaded, or the model was not the one it updates.",
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) after model.to(device), then "
+            "optimizer.load_state_dict(start['optimizer']); one zero_grad/backward/step per batch.",
+        )
+    trained = list(built.models[-1].parameters()) if built.models else []
+    if len(trained) != len(weights) or not all(
+        torch.allclose(a.detach(), b, rtol=1e-3, atol=1e-5) for a, b in zip(trained, weights, strict=True)
+    ):
+        return failed("The losses are right, but the model's final weights are not the reference's.", TRAIN_HINT)
+    return passed(
+        f"The resumed training runs on {OTHER_DEVICE} under a GPU's rules and on the course device gives the reference "
+        "losses: model, labels, class weights and optimizer state on one device, every layer registered, "
+        "losses logged as floats."
+    )
+
+
+# ---------------------------------------------------------------- Exercise 2: a checkpoint loader for any machine
+
+LOAD_HINT = (
+    "state = torch.load(path, map_location='cpu', weights_only=True); state = state.get('model', state) if it is "
+    "a training checkpoint; strip every leading 'module.' and '_orig_mod.' from the keys; model = Tudui(); "
+    "model.load_state_dict(state); return model.to(device)."
+)
+PREFIX_HINT = (
+    "Strip every leading 'module.' and '_orig_mod.', in whichever order they come, e.g. "
+    "`while key.startswith(('module.', '_orig_mod.')): key = key.split('.', 1)[1]`."
+)
+
+# (file name, what a GPU machine saved, the wrappers around the model from the outside in, saved as a training dict)
+CHECKPOINTS = [
+    ("plain.pt", "a plain Tudui's state_dict", (), False),
+    ("ddp.pt", "DDP's state_dict (keys 'module.…')", ("module",), False),
+    ("compiled.pt", "a training checkpoint of a torch.compile'd model (keys '_orig_mod.…')", ("_orig_mod",), True),
+    ("compiled_ddp.pt", "torch.compile(DDP(model))'s state_dict (keys '_orig_mod.module.…')",
+     ("_orig_mod", "module"), False),
+    ("ddp_compiled.pt", "a training checkpoint of DDP(torch.compile(model)) (keys 'module._orig_mod.…')",
+     ("module", "_orig_mod"), True),
+]  # fmt: skip
+
+_CODE_RAN: list[str] = []
+
+
+def _code_in_the_file() -> str:
+    """What an unsafe unpickler calls when it opens the last file of ``load_anywhere`` (it only takes a note)."""
+    _CODE_RAN.append("ran")
+    return "code from the file ran here"
+
+
+class _RunsCodeWhenUnpickled:
+    def __reduce__(self):
+        return (_code_in_the_file, ())
+
+
+def _wrapped(model: nn.Module, names) -> nn.Module:
+    """``model`` inside modules that hold it as ``names[-1]``, ..., ``names[0]`` (as DDP and compile do)."""
+    for name in reversed(names):
+        outer = nn.Module()
+        setattr(outer, name, model)
+        model = outer
+    return model
+
+
+def _write_checkpoints(folder: Path, trained: nn.Module) -> list[tuple[Path, str, bool]]:
+    """The files a GPU machine writes (tensors tagged cuda:0), and one that runs code when unpickled."""
+    files = []
+    with tag_as_saved_on("cuda:0"):
+        for name, what, wrappers, training in CHECKPOINTS:
+            wrapper = _wrapped(trained, wrappers)
+            if training:
+                optimizer = torch.optim.SGD(wrapper.parameters(), lr=0.01, momentum=0.9)
+                save_training(folder / name, wrapper, optimizer, epoch=3)
+            else:
+                save(wrapper.state_dict(), folder / name)
+            files.append((folder / name, what, training))
+        save({"model": trained.state_dict(), "epoch": 3, "note": _RunsCodeWhenUnpickled()}, folder / "unsafe.pt")
+    return files
+
+
+def _load_error(error: Exception, what: str, training: bool, where: str):
+    text = str(error)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if _unwritten(error):
+        return failed(NOT_WRITTEN)
+    if "deserialize object on a CUDA device" in text:
+        return failed(
+            f"{where}, torch.load tried to put the tensors of {what} back on cuda:0, where they were saved.",
+            "torch.load(path, map_location='cpu', weights_only=True) (or map_location=device).",
+        )
+    if isinstance(error, KeyError) and not training:
+        return failed(
+            f"{where}, your code raised KeyError: {error} for {what}: that file is the state_dict itself, not a "
+            "training checkpoint dict.",
+            "Take state['model'] only when the file is a training checkpoint: `if 'model' in state`.",
+        )
+    if "Unexpected key" in text or "Missing key" in text:
+        if training and ('"epoch"' in text or '"optimizer"' in text):
+            return failed(
+                f"{where}, {what} holds the model's state_dict under 'model', beside 'optimizer' and 'epoch': "
+                "your code loaded the whole dict as a state_dict.",
+                "state = state['model'] when the file is a training checkpoint (`if 'model' in state`).",
+            )
+        odd = re.search(r'Unexpected key\(s\) in state_dict: "([^"]+)"', text)
+        example = f" (unexpected key {odd.group(1)!r}, ...)" if odd else ""
+        return failed(f"{where}, the keys of {what} did not fit a plain Tudui{example}.", PREFIX_HINT)
+    return failed(f"{where}, loading {what}, your code raised {type(error).__name__}: {first}", LOAD_HINT)
+
+
+def _load_result_problem(model, device, expected: dict, what: str, where: str):
+    if isinstance(model, dict):
+        return failed(f"{where}, you returned a dict for {what}: return the model with the weights loaded.", LOAD_HINT)
+    if not isinstance(model, nn.Module) or isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
+        return failed(f"Return a plain nn.Module (a Tudui), not {type(model).__name__}.", LOAD_HINT)
+    state = model.state_dict()
+    if set(state) != set(expected):
+        return failed(f"{where}, your model's keys for {what} are {sorted(state)[:2]}..., not a plain Tudui's.",
+                      PREFIX_HINT)  # fmt: skip
+    places = {v.device for v in state.values()}
+    if places != {device}:
+        moved = (
+            " load_state_dict copies values into the parameters where they are: it never moves the model."
+            if places == {torch.device("cpu")}
+            else ""
+        )
+        return failed(f"{where}, asked for {device}, your model's tensors are on {_names(places)}.{moved}",
+                      "Return model.to(device). (With load_state_dict(..., assign=True) the model takes the loaded "
+                      "tensors themselves, on the device torch.load put them.)")  # fmt: skip
+    if device.type != "meta" and not all(torch.equal(state[k].cpu(), v) for k, v in expected.items()):
+        return failed(
+            f"{where}, your model does not hold the saved weights of {what} (loading with strict=False skips every "
+            "key that does not match, silently).",
+            "Strip the prefixes and load with the default strict=True, which names any key that does not fit.",
+        )
+    return None
+
+
+@exercise_check
+def load_anywhere(fn) -> object:
+    """``fn(path, device)``: a plain Tudui on ``device`` with the weights of the checkpoint at ``path``, saved on a
+    GPU: a state_dict, or a training checkpoint dict with it under ``"model"``; keys may start with ``module.``
+    (DDP), ``_orig_mod.`` (torch.compile) or both, in either order. Load safely (``weights_only=True``): a file
+    that holds more than weights must raise, never run."""
+    torch.manual_seed(1)
+    trained = Tudui()
+    expected = {k: v.clone() for k, v in trained.state_dict().items()}
+    course = pick_device()
+    with tempfile.TemporaryDirectory() as folder:
+        files = _write_checkpoints(Path(folder), trained)
+        runs = [("On a laptop without a GPU", torch.device("cpu"), True),
+                (f"Towards {OTHER_DEVICE} (a device that is never the CPU)", OTHER_DEVICE, False)]  # fmt: skip
+        if course.type != "cpu":
+            runs.append((f"On this machine's {course}", course, False))
+        for where, device, laptop in runs:
+            for path, what, training in files:
+                with simulated_machine(cuda=0) if laptop else contextlib.nullcontext():
+                    model, error = _quietly(fn, str(path), device)
+                if error is not None:
+                    return _load_error(error, what, training, where)
+                problem = _load_result_problem(model, device, expected, what, where)
+                if problem is not None:
+                    return problem
+        _CODE_RAN.clear()
+        with simulated_machine(cuda=0):
+            model, error = _quietly(fn, str(Path(folder) / "unsafe.pt"), torch.device("cpu"))
+    if _CODE_RAN:
+        _CODE_RAN.clear()
+        return failed(
+            "Opening a file that holds more than weights ran code stored in it: weights_only=False unpickles "
+            "anything, and a checkpoint from elsewhere can carry code that runs on your machine.",
+            "torch.load(path, map_location=..., weights_only=True) (the default since torch 2.6): it refuses such a "
+            "file with an UnpicklingError. Let that error out.",
+        )
+    if error is None:
+        return failed(
+            f"For a file that holds more than weights, your function returned {type(model).__name__} instead of "
+            "raising: weights_only=True refuses it with an UnpicklingError; let it out.",
+            "Do not catch the error of torch.load(..., weights_only=True).",
+        )
+    return passed(
+        f"{len(CHECKPOINTS)} checkpoints saved on a GPU (DDP, torch.compile, both, training dicts) load into a plain "
+        "Tudui on a laptop, towards meta and on the course device, and a file carrying code is refused."
+    )
+
+
+# ---------------------------------------------------------------- Exercise 3: a DataLoader that works in notebooks
+
+LOADER_HINT = (
+    "Either no worker processes (num_workers=0: fine for data already in memory), or a Dataset class that a "
+    "worker can import: TensorDataset(images, labels) from torch, or your class in a .py file imported by the "
+    "notebook. Keep batch_size=16 and shuffle=True."
+)
+BATCH = 16
+
+
+def _numbered(n: int):
+    """Image i is filled with the value i, its label is i % 10: a batch tells which samples it holds."""
+    images = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 3, 4, 4).contiguous()
+    return images, torch.arange(n) % 10
+
+
+def _in_process(loader: DataLoader) -> DataLoader:
+    """The same loader read without worker processes: workers change where batches are made, not what they hold."""
+    view = copy.copy(loader)
+    view.num_workers, view.timeout = 0, 0
+    return view
+
+
+class _RecordingPickler(pickle.Pickler):
+    """Pickles as a worker's arguments are pickled, noting each class and function saved by reference."""
+
+    def __init__(self, file) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.by_reference: list[tuple[str, str]] = []
+
+    def reducer_override(self, obj):
+        if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
+            self.by_reference.append((getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")))
+        return NotImplemented
+
+
+def _not_importable(module: str) -> bool:
+    found = sys.modules.get(module)
+    return module in ("__main__", "__mp_main__") or found is None or getattr(found, "__spec__", None) is None
+
+
+def _start_method(loader: DataLoader) -> str:
+    context = loader.multiprocessing_context
+    if context is None:
+        return ""
+    return context.get_start_method() if hasattr(context, "get_start_method") else str(context)
+
+
+@exercise_check
+def notebook_safe_loader(fn) -> object:
+    """``fn(images, labels)``: a DataLoader of shuffled ``(images, labels)`` batches of 16, every sample once per
+    epoch, that runs in a notebook on every system: worker processes started by spawn (macOS, Windows) or
+    forkserver (Linux from Python 3.14) can only unpickle classes and functions they can import."""
+    n = 40
+    images, labels = _numbered(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. pin_memory=True on a machine without a GPU
+        loader, problem = call_learner(fn, images, labels, when="Building your loader", hint=LOADER_HINT)
+    if problem is not None:
+        return problem
+    if not isinstance(loader, DataLoader):
+        return failed(f"Return the DataLoader itself, not {type(loader).__name__}.", LOADER_HINT)
+    torch.manual_seed(0)
+    batches, error = _quietly(list, _in_process(loader))
+    if error is not None:
+        return failed(f"Reading one epoch of your loader raised {type(error).__name__}: {error}", LOADER_HINT)
+    if not batches or not all(isinstance(b, list | tuple) and len(b) == 2 for b in batches):
+        return failed("Each batch must be an (images, labels) pair.", LOADER_HINT)
+    got_images = torch.cat([b[0] for b in batches])
+    got_labels = torch.cat([b[1] for b in batches])
+    order = got_images[:, 0, 0, 0].long()
+    if sorted(order.tolist()) != list(range(n)):
+        return failed(
+            f"One epoch gave {len(order)} samples; {n - len(set(order.tolist()))} of the {n} are missing.",
+            "Every sample once per epoch: keep drop_last=False.",
+        )
+    if not torch.equal(order % 10, got_labels):
+        return failed("Images and labels do not match any more.", "Keep each image with its label in the Dataset.")
+    sizes = [len(b[1]) for b in batches]
+    if sizes[:-1] != [BATCH] * (len(sizes) - 1):
+        return failed(f"Batch sizes {sizes}: all but the last must be {BATCH}.", "DataLoader(..., batch_size=16)")
+    if torch.equal(order, torch.arange(n)):
+        return failed("The samples come in their stored order: the loader does not shuffle.", "shuffle=True")
+    if loader.num_workers == 0:
+        return passed(
+            f"{len(batches)} shuffled batches, every sample once, no worker processes: nothing to pickle, so it "
+            "runs in a notebook on every system."
+        )
+    method = _start_method(loader)
+    if method == "fork":
+        return failed(
+            "multiprocessing_context='fork' is not portable: Windows has no fork (the DataLoader raises "
+            "ValueError there), macOS starts with spawn because fork is unsafe with its system libraries, and "
+            "Python 3.14 no longer forks by default on Linux.",
+            LOADER_HINT,
+        )
+    if method and method != "spawn":
+        return failed(
+            f"multiprocessing_context={method!r} is not portable: Windows only has spawn (the DataLoader raises "
+            "ValueError there).",
+            "Leave multiprocessing_context unset (each system's default), or 'spawn'. " + LOADER_HINT,
+        )
+    sent = (loader.dataset, loader.collate_fn, loader.worker_init_fn)
+    recorder = _RecordingPickler(io.BytesIO())
+    try:
+        recorder.dump(sent)
+    except Exception as err:  # e.g. a lambda: pickling fails in the notebook itself
+        return failed(
+            f"With {loader.num_workers} worker(s) started by spawn or forkserver, the DataLoader pickles its "
+            f"dataset, collate_fn and worker_init_fn for each worker, and that fails here: {type(err).__name__}: {err}",
+            "Give the workers only classes and functions defined in modules (def in a .py file, not a lambda).",
+        )
+    missing = sorted({f"{m}.{q}" for m, q in recorder.by_reference if _not_importable(m)})
+    if missing:
+        return failed(
+            f"Your loader starts {loader.num_workers} worker(s), and each must unpickle {', '.join(missing)}, "
+            "defined in this notebook (module __main__). A worker started by "
+            f"{method or 'spawn or forkserver'} imports what it unpickles and cannot import a notebook: "
+            f"{'on every system' if method else 'on macOS, Windows and Linux with Python 3.14'} the workers die "
+            "('DataLoader worker exited unexpectedly', after "
+            "'Can't get attribute ... on <module '__main__'>')."
+            + (
+                ""
+                if method
+                else " On Linux up to Python 3.13 workers start by fork, a copy of the notebook's process: that is "
+                "where it runs, and where the bug hides."
+            ),
+            LOADER_HINT,
+        )
+    return passed(
+        f"{len(batches)} shuffled batches, every sample once; {loader.num_workers} worker(s) get only what they can "
+        "import, so it runs in a notebook under spawn and forkserver too."
+    )
