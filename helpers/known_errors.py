@@ -65,6 +65,16 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         lesson="notebook 09 (the error clinic)",
     ),
     KnownError(
+        key="label-out-of-range",
+        title="IndexError: Target N is out of bounds (a device-side assert on a GPU)",
+        patterns=(r"Target -?\d+ is out of bounds",),
+        meaning="A class label is outside 0..classes-1 (labels 1..10 for 10 classes, or -1 for 'unknown'). This is "
+        "the CPU's readable form of the bug; on a CUDA GPU the same code fails with 'device-side assert triggered'.",
+        fix="Check the labels before training: labels.min() >= 0 and labels.max() < the number of classes "
+        "(subtract 1 from 1-based labels; give ignored samples ignore_index=-100 in the loss).",
+        lesson="notebook 09 (the error clinic), section 8",
+    ),
+    KnownError(
         key="invalid-device-ordinal",
         title="CUDA error: invalid device ordinal",
         patterns=(r"invalid device ordinal",),
