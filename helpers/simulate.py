@@ -1,11 +1,11 @@
 """Pretend to be another machine (no GPU, several GPUs, a Mac, a GPU CUDA cannot use), for tests and checks.
 
 Only these queries are faked: ``torch.cuda`` is_available, device_count, init, current_device,
-get_device_name, get_device_properties, mem_get_info (and is_initialized when CUDA cannot start);
-``torch.backends.mps.is_available`` and ``torch.mps`` is_available / device_count (where they exist);
-``torch.version.cuda``; ``torch.accelerator`` current_accelerator, is_available, device_count; and,
-for ``other_accelerator``, that backend's is_available / device_count. No tensor can really be put
-on a simulated GPU.
+get_device_name, get_device_properties, mem_get_info, get_arch_list when given (and is_initialized
+when CUDA cannot start); ``torch.backends.mps.is_available`` and ``torch.mps`` is_available /
+device_count (where they exist); ``torch.version.cuda`` and ``hip``; ``torch.accelerator``
+current_accelerator, is_available, device_count; and, for ``other_accelerator``, that backend's
+is_available / device_count. No tensor can really be put on a simulated GPU.
 
 With ``cuda_init_error`` CUDA cannot start, as on a machine whose driver is too old: whatever would
 initialise CUDA raises ``RuntimeError(cuda_init_error)``, moving a tensor to ``cuda`` included."""
@@ -84,6 +84,9 @@ def simulated_machine(
     nvml_gpus: int | None = None,
     cuda_init_error: str | None = None,
     other_accelerator: str | None = None,
+    capability: tuple[int, int] = (8, 9),
+    arch_list: Sequence[str] | None = None,
+    rocm: str | None = None,
 ) -> Iterator[None]:
     """Within the block, torch reports ``cuda`` CUDA GPUs and MPS as given; COURSE_DEVICE is unset.
 
@@ -92,7 +95,10 @@ def simulated_machine(
     default ``cuda``. ``cuda_init_error``: CUDA cannot start (e.g. :data:`DRIVER_TOO_OLD`):
     ``is_available()`` is False, ``device_count()`` still ``nvml_gpus``, and anything that initialises
     CUDA raises ``RuntimeError(cuda_init_error)``. ``other_accelerator`` (e.g. ``"xpu"``): one device of
-    that type is the current accelerator; CUDA and MPS report none.
+    that type is the current accelerator; CUDA and MPS report none. ``capability``: every GPU's compute
+    capability. ``arch_list``: what ``torch.cuda.get_arch_list()`` answers (by default this build's own).
+    ``rocm`` (e.g. ``"6.4"``): a ROCm build, ``torch.version.hip`` set and ``torch.version.cuda`` None, its
+    AMD GPUs served through ``torch.cuda`` as PyTorch does.
     """
     if other_accelerator is not None and (cuda or mps):
         raise ValueError("other_accelerator simulates a machine whose only accelerator is that one: cuda=0, mps=False")
@@ -103,6 +109,8 @@ def simulated_machine(
     counted = cuda if nvml_gpus is None else nvml_gpus
     if not cuda_build:
         usable = counted = 0
+    if rocm is not None and not cuda_build:
+        raise ValueError("rocm simulates a GPU build: cuda_build=True")
 
     def cannot_start() -> None:
         """What torch.cuda._lazy_init raises here, if CUDA cannot start."""
@@ -118,12 +126,14 @@ def simulated_machine(
         index = _index(device)
         if not 0 <= index < usable:
             raise AssertionError("Invalid device id")  # what torch raises for a missing index
+        extra = {"gcnArchName": "gfx942:sramecc+:xnack-"} if rocm is not None else {}  # an MI300's
         return SimpleNamespace(
             name=f"{gpu_name} {index}",
             total_memory=int(memory[index] * 2**30),
-            major=8,
-            minor=9,
+            major=capability[0],
+            minor=capability[1],
             multi_processor_count=108,
+            **extra,
         )
 
     def current_device() -> int:
@@ -156,12 +166,15 @@ def simulated_machine(
         mock.patch.object(torch.cuda, "get_device_properties", properties),
         mock.patch.object(torch.cuda, "get_device_name", lambda device=None: properties(device).name),
         mock.patch.object(torch.backends.mps, "is_available", lambda: mps),
-        mock.patch.object(torch.version, "cuda", "12.6" if cuda_build else None),
+        mock.patch.object(torch.version, "cuda", "12.6" if cuda_build and rocm is None else None),
+        mock.patch.object(torch.version, "hip", rocm, create=True),
         mock.patch.object(torch.accelerator, "current_accelerator", accelerator),
         mock.patch.object(torch.accelerator, "is_available", lambda: bool(usable or mps or other_accelerator)),
         mock.patch.object(torch.accelerator, "device_count", lambda: usable or int(mps or bool(other_accelerator))),
         mock.patch.dict("os.environ", {}),
     ]
+    if arch_list is not None:
+        patches.append(mock.patch.object(torch.cuda, "get_arch_list", lambda: list(arch_list)))
     if cuda_init_error is not None:
         patches += [
             mock.patch.object(torch.cuda, "_lazy_init", cannot_start),  # also what .to("cuda") asks first

@@ -170,3 +170,25 @@ def test_memory_queries_and_init_on_usable_gpus():
         assert torch.cuda.get_device_capability("cuda:1") == (8, 9)
     with simulated_machine(cuda=0), pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
         torch.cuda.init()
+
+
+def test_capability_and_arch_list_are_simulated():
+    real = torch.cuda.get_arch_list
+    with simulated_machine(cuda=2, capability=(6, 1), arch_list=["sm_75", "compute_90"]):
+        assert torch.cuda.get_device_capability(1) == (6, 1)
+        assert torch.cuda.get_arch_list() == ["sm_75", "compute_90"]
+    assert torch.cuda.get_arch_list == real
+    with simulated_machine(cuda=1):
+        assert torch.cuda.get_device_capability(0) == (8, 9), "an Ada GPU by default"
+        assert torch.cuda.get_arch_list == real, "the build's own list unless one is given"
+
+
+def test_rocm_build_serves_amd_gpus_through_torch_cuda():
+    with simulated_machine(cuda=1, rocm="6.4", gpu_name="AMD Instinct MI300X"):
+        assert torch.version.hip == "6.4" and torch.version.cuda is None
+        assert torch.cuda.is_available() and torch.cuda.get_device_name(0) == "AMD Instinct MI300X 0"
+        assert torch.cuda.get_device_properties(0).gcnArchName.startswith("gfx942")
+        assert devices.pick_device() == torch.device("cuda", 0)
+    assert getattr(torch.version, "hip", None) is None or torch.version.hip != "6.4"
+    with pytest.raises(ValueError, match="cuda_build=True"), simulated_machine(rocm="6.4", cuda_build=False):
+        pass
