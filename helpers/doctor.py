@@ -1,8 +1,9 @@
 """Device doctor: ``python -m helpers.doctor`` says whether the course can run here, and on what.
 
 It prints one ``[OK]`` / ``[WARN]`` / ``[FAIL]`` line per fact (Python, torch and torchvision and whether
-they match, the CUDA build, the NVIDIA driver, the GPUs, ``CUDA_VISIBLE_DEVICES``, Apple MPS,
-``torch.accelerator``) and ends with the device the course will use. Each problem comes with a
+they match, the NVIDIA driver, the CUDA or ROCm build, the GPUs and whether the build has kernels for
+them, ``CUDA_VISIBLE_DEVICES``, Apple MPS and its CPU fallback, ``torch.accelerator``, how ``DataLoader``
+workers start) and ends with the device the course will use. Each problem comes with a
 concrete fix. The exit code is 0 when the course can run (the CPU counts), 1 when it cannot.
 
 The doctor works without torch, and with a broken one: torch, torchvision and ``helpers.devices`` are
@@ -46,6 +47,7 @@ class Gpu:
     name: str
     memory_gib: float
     capability: str  # "9.0"
+    arch: str | None = None  # ROCm: the AMD architecture name ("gfx942:sramecc+:xnack-")
 
 
 @dataclass
@@ -61,14 +63,20 @@ class Facts:
     hip_build: str | None = None  # torch.version.hip: set for a ROCm build
     cuda_available: bool = False
     gpus: list[Gpu] = field(default_factory=list)
+    cuda_arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list(): ["sm_75", ..., "compute_90"]
+    cuda_init_error: str | None = None  # what torch.cuda.init() raised where NVML counts a GPU CUDA cannot use
     torch_warnings: list[str] = field(default_factory=list)  # warnings torch gave while we looked
     nvidia_smi: Literal["ok", "missing", "failed"] = "missing"
     nvidia_smi_error: str | None = None
     driver_version: str | None = None
     driver_cuda: str | None = None  # "CUDA Version" in nvidia-smi's header: the newest CUDA the driver runs
     smi_gpus: list[str] = field(default_factory=list)  # GPU names nvidia-smi lists (it ignores CUDA_VISIBLE_DEVICES)
+    smi_uuids: list[str] = field(default_factory=list)  # their UUIDs, in the same order ("GPU-5c1e...")
     cuda_visible_devices: str | None = None  # None: not set
     mps_available: bool = False
+    mps_fallback_env: str | None = None  # PYTORCH_ENABLE_MPS_FALLBACK as set in this process, None when unset
+    start_method: str | None = None  # multiprocessing's start method: "fork", "spawn" or "forkserver"
+    start_method_explicit: bool = False  # set by this program (set_start_method), not this Python's default
     accelerator_api: bool = False  # torch.accelerator exists (torch >= 2.6)
     accelerator: str | None = None  # torch.accelerator.current_accelerator()
     accelerator_available: bool | None = None  # torch.accelerator.is_available() where it exists
@@ -112,15 +120,19 @@ def _run_nvidia_smi(*args: str) -> tuple[Literal["ok", "missing", "failed"], str
     return "ok", proc.stdout
 
 
-def parse_smi_query(text: str) -> tuple[str | None, list[str]]:
-    """Driver version and GPU names from ``nvidia-smi --query-gpu=name,driver_version --format=csv,noheader``."""
-    driver, names = None, []
+SMI_QUERY = ("--query-gpu=uuid,driver_version,name", "--format=csv,noheader")
+
+
+def parse_smi_query(text: str) -> tuple[str | None, list[str], list[str]]:
+    """Driver version, GPU names and UUIDs, in nvidia-smi's index order, from ``nvidia-smi`` with SMI_QUERY."""
+    driver, names, uuids = None, [], []
     for line in text.strip().splitlines():
-        name, _, version = line.rpartition(",")
-        if name.strip():
-            names.append(name.strip())
-            driver = version.strip() or driver
-    return driver, names
+        parts = [part.strip() for part in line.split(",", 2)]  # the name goes last: it may hold a comma
+        if len(parts) == 3 and parts[2]:
+            uuids.append(parts[0])
+            driver = parts[1] or driver
+            names.append(parts[2])
+    return driver, names, uuids
 
 
 def parse_smi_header(text: str) -> str | None:
@@ -130,12 +142,12 @@ def parse_smi_header(text: str) -> str | None:
 
 
 def _gather_nvidia(facts: Facts) -> None:
-    state, out = _run_nvidia_smi("--query-gpu=name,driver_version", "--format=csv,noheader")
+    state, out = _run_nvidia_smi(*SMI_QUERY)
     facts.nvidia_smi = state
     if state != "ok":
         facts.nvidia_smi_error = out
         return
-    facts.driver_version, facts.smi_gpus = parse_smi_query(out)
+    facts.driver_version, facts.smi_gpus, facts.smi_uuids = parse_smi_query(out)
     state, out = _run_nvidia_smi()
     facts.driver_cuda = parse_smi_header(out) if state == "ok" else None
 
@@ -171,7 +183,8 @@ def _query_devices(torch, facts: Facts) -> None:
     for i in range(torch.cuda.device_count() if facts.cuda_available else 0):
         props = torch.cuda.get_device_properties(i)
         memory = round(props.total_memory / 2**30, 1)
-        facts.gpus.append(Gpu(i, props.name, memory, f"{props.major}.{props.minor}"))
+        arch = getattr(props, "gcnArchName", None) if facts.hip_build else None
+        facts.gpus.append(Gpu(i, props.name, memory, f"{props.major}.{props.minor}", arch))
     mps = getattr(torch.backends, "mps", None)
     facts.mps_available = bool(mps is not None and mps.is_available())
     accelerator = getattr(torch, "accelerator", None)
@@ -181,6 +194,13 @@ def _query_devices(torch, facts: Facts) -> None:
         facts.accelerator = current.type if current is not None else None
         if hasattr(accelerator, "is_available"):
             facts.accelerator_available = accelerator.is_available()
+    if facts.cuda_build:
+        facts.cuda_arch_list = list(torch.cuda.get_arch_list())  # torch 2.7 answers [] without a usable GPU
+        if not facts.cuda_available and torch.cuda.device_count() > 0:  # NVML counts a GPU CUDA cannot use
+            try:
+                torch.cuda.init()  # raises why CUDA cannot start (CUDA stays uninitialised)
+            except Exception as err:
+                facts.cuda_init_error = str(err).strip()
 
 
 def _gather_course_device(facts: Facts) -> None:
@@ -196,13 +216,35 @@ def _gather_course_device(facts: Facts) -> None:
     facts.course_device_detail = devices.describe(device)
 
 
+def default_start_method(platform: str, python: tuple[int, int]) -> str:
+    """multiprocessing's default start method, as CPython's ``multiprocessing/context.py`` picks it: ``spawn``
+    on Windows and macOS; elsewhere ``fork`` up to Python 3.13 and ``forkserver`` from 3.14 (3.14 falls back
+    to ``spawn`` on the rare POSIX system that cannot pass file descriptors, which this does not model)."""
+    if platform in ("win32", "darwin"):
+        return "spawn"
+    return "forkserver" if python >= (3, 14) else "fork"
+
+
+def _gather_start_method(facts: Facts) -> None:
+    import multiprocessing
+
+    chosen = multiprocessing.get_start_method(allow_none=True)  # None: not chosen yet; asking sets nothing
+    facts.start_method_explicit = chosen is not None
+    facts.start_method = chosen or default_start_method(sys.platform, tuple(sys.version_info[:2]))
+
+
 def gather_facts() -> Facts:
     """Look at this machine: Python, torch, torchvision, nvidia-smi, the environment, the course device."""
     facts = Facts(
         python_version=tuple(sys.version_info[:3]),
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
         course_device_env=os.environ.get(DEVICE_ENV),
+        mps_fallback_env=os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK"),
     )
+    try:
+        _gather_start_method(facts)
+    except Exception:  # a Python without a working multiprocessing: the report just leaves the line out
+        facts.start_method = None
     _gather_nvidia(facts)
     _gather_torch(facts)
     if facts.torch_version is not None:
@@ -256,6 +298,181 @@ def _build(facts: Facts) -> str:
     if facts.hip_build:
         return f"ROCm {facts.hip_build} build"
     return "CPU-only build"
+
+
+def _leading_int(text: str) -> int | None:
+    """The whole number ``text`` starts with, as C's ``strtoul``/``std::stoi`` read it: "1gpu" -> 1, "gpu" -> None."""
+    match = re.match(r"\s*([+-]?\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _indices(count: int) -> str:
+    """nvidia-smi's GPU indices: "index 0", "indices 0-3"."""
+    return "index 0" if count == 1 else f"indices 0-{count - 1}"
+
+
+def _smi_lists(facts: Facts) -> str:
+    return f"nvidia-smi lists {_plural(len(facts.smi_gpus), 'GPU')}: {_indices(len(facts.smi_gpus))}"
+
+
+def cvd_selects(value: str, count: int, uuids: list[str]) -> tuple[list[int], str | None] | None:
+    """The nvidia-smi indices CUDA uses under ``CUDA_VISIBLE_DEVICES=value`` on a machine with ``count`` GPUs,
+    and what stopped the list early (None for a deliberate stop such as "" or "-1").
+
+    CUDA's rules, as ``torch.cuda._parse_visible_devices`` mirrors them: the entries in order (numbers read
+    like ``strtoul``, or ``GPU-`` UUIDs and their unique prefixes), up to the first one that names no GPU;
+    a GPU named twice hides them all. None when this cannot be told here (MIG devices, UUIDs unknown)."""
+    by_uuid = value.startswith("GPU-")
+    if value.startswith("MIG-") or (by_uuid and not uuids):
+        return None
+    chosen: list[int] = []
+    for entry in (part.strip() for part in value.split(",")):
+        if by_uuid:
+            hits = [i for i, uuid in enumerate(uuids) if entry.startswith("GPU-") and uuid.startswith(entry)]
+            index = hits[0] if len(hits) == 1 else None
+            problem = f"no GPU has the UUID {entry!r}" if not hits else f"{entry!r} matches {len(hits)} GPUs' UUIDs"
+        else:
+            number = _leading_int(entry)
+            index = number if number is not None and 0 <= number < count else None
+            if number is None:
+                problem = f"{entry!r} is not a GPU index" if entry else None
+            else:
+                problem = f"there is no GPU {number}" if number >= 0 else None
+        if index is None:
+            return chosen, problem
+        if index in chosen:
+            return [], f"GPU {index} is named twice"
+        chosen.append(index)
+    return chosen, None
+
+
+def _cvd_reading(facts: Facts) -> tuple[list[int], str | None] | None:
+    """cvd_selects() for this machine, or None where it cannot be told (variable unset, no nvidia-smi list)."""
+    if facts.cuda_visible_devices is None or facts.nvidia_smi != "ok" or not facts.smi_gpus:
+        return None
+    return cvd_selects(facts.cuda_visible_devices, len(facts.smi_gpus), facts.smi_uuids)
+
+
+def _cvd_fix(facts: Facts) -> str:
+    example = "CUDA_VISIBLE_DEVICES=0" + (",1" if len(facts.smi_gpus) > 1 else "")
+    return (
+        f"unset it (`unset CUDA_VISIBLE_DEVICES`) or set it to GPUs that exist ({_smi_lists(facts)}; e.g. "
+        f"{example}; `nvidia-smi -L` shows their UUIDs) before Python starts; CUDA reads it once, when it "
+        "initializes, so in Jupyter restart the kernel after changing it"
+    )
+
+
+def _torch_said(facts: Facts) -> list[str]:
+    """What torch said about its devices: its warnings, then the CUDA init error if no warning carries it."""
+    said = list(facts.torch_warnings)
+    error = facts.cuda_init_error
+    if error and not any(error.split(". ")[0] in text for text in said):
+        said.append(error)
+    return said
+
+
+_TOO_OLD = re.compile(r"driver on your system is too old(?: \(found version (\d+)\))?")
+
+
+def _driver_too_old(facts: Facts) -> tuple[bool, str | None]:
+    """(whether the NVIDIA driver is too old for this CUDA build, the newest CUDA it supports if known).
+
+    Known from torch's own error ("The NVIDIA driver on your system is too old (found version 12040)":
+    12040 is CUDA 12.4) or from nvidia-smi's "CUDA Version" when it is older than the build's CUDA."""
+    if not facts.cuda_build or facts.cuda_available:
+        return False, None
+    for text in _torch_said(facts):
+        match = _TOO_OLD.search(text)
+        if match:
+            found = int(match.group(1)) if match.group(1) else None
+            return True, f"{found // 1000}.{found % 1000 // 10}" if found else facts.driver_cuda
+    older = _release(facts.driver_cuda) is not None and _release(facts.driver_cuda) < _release(facts.cuda_build)
+    return older, facts.driver_cuda if older else None
+
+
+def _older_cuda_wheel(facts: Facts, supports: str | None) -> str | None:
+    """A pip command for a PyTorch wheel a driver supporting CUDA ``supports`` can run (None: none to offer).
+
+    cu126 wheels exist for every torch release from 2.7 to 2.14 and a CUDA 12 driver runs any CUDA 12 build
+    (CUDA's minor-version compatibility, with caveats); torch 2.7 is the last release with cu118 wheels."""
+    release = _release(supports)
+    if release is None or release >= (12, 0):
+        tag, pins = "cu126", "torch torchvision"
+    elif release >= (11, 0):
+        tag, pins = "cu118", '"torch==2.7.*" "torchvision==0.22.*"'
+    else:
+        return None
+    if tag == _local_tag(facts.torch_version):
+        return None
+    return f"`pip uninstall -y torch torchvision`, then `pip install {pins} --index-url {WHEEL_INDEX}{tag}`"
+
+
+# Integrated (Jetson, Thor) GPUs: kernels built for a discrete GPU of the same major version do not run there,
+# and theirs run nowhere else; 10.1 was renamed 11.0 (torch.cuda's DEVICE_REQUIREMENT table).
+_INTEGRATED = {53, 62, 72, 87, 101, 110}
+
+
+def _arch_code(text: str) -> tuple[str, int, str] | None:
+    """("sm" or "compute", capability as an int, suffix) from "sm_90a", "compute_120" (None: unreadable)."""
+    match = re.fullmatch(r"(sm|compute)_(\d+)([af]?)", text.strip())
+    return (match.group(1), int(match.group(2)), match.group(3)) if match else None
+
+
+def _kernels_run(code: int, device: int, cuda_build: str | None) -> bool:
+    """Whether kernels compiled for capability ``code`` run on a GPU of capability ``device`` (both like 86),
+    by torch.cuda's rules: the same major version and at least the code's minor version; integrated GPUs
+    run only their own code, except that from CUDA 13.2 the 7.2 and 8.7 ones also run 7.0, 8.0 and 8.6 code."""
+    if {code, device} <= {101, 110}:
+        return True
+    unified = (_release(cuda_build) or (0, 0)) >= (13, 2) and device in (72, 87) and code not in _INTEGRATED
+    if (code in _INTEGRATED or device in _INTEGRATED) and not unified:
+        return code == device
+    return code // 10 == device // 10 and code % 10 <= device % 10
+
+
+def arch_support(capability: str, arch_list: list[str], cuda_build: str | None) -> str | None:
+    """How a CUDA build runs on a GPU of ``capability`` ("6.1"): "kernels" (compiled for it), "ptx" (only
+    through the driver compiling the build's compute_XX PTX at run time), "none", or None (cannot tell).
+
+    torch's own check (``torch.cuda._check_capability``) counts sm_XX and compute_XX alike, by major version;
+    the driver can also compile plain compute_XX PTX for any newer GPU, which this reports as "ptx"."""
+    device = _release(capability)
+    codes = [code for code in map(_arch_code, arch_list) if code is not None]
+    if device is None or not codes:
+        return None
+    cc = device[0] * 10 + device[1]
+    if any(_kernels_run(code, cc, cuda_build) for kind, code, _ in codes if kind == "sm"):
+        return "kernels"
+    ptx = [(code, suffix) for kind, code, suffix in codes if kind == "compute"]
+    if any(_kernels_run(code, cc, cuda_build) if suffix else code <= cc for code, suffix in ptx):
+        return "ptx"
+    return "none"
+
+
+def _arch_fix(facts: Facts, gpu: Gpu) -> str:
+    """How to get kernels for ``gpu``: a wheel for an older CUDA (old GPUs) or a newer one (new GPUs)."""
+    device = _release(gpu.capability) or (0, 0)
+    oldest = min(code for _, code, _ in filter(None, map(_arch_code, facts.cuda_arch_list)))
+    meanwhile = f"meanwhile the course runs on the CPU with {DEVICE_ENV}=cpu"
+    if device[0] * 10 + device[1] < oldest:
+        if device >= (5, 0) and _local_tag(facts.torch_version) != "cu126":
+            return (
+                "install PyTorch's CUDA 12.6 build, whose x86-64 wheels still carry kernels for compute "
+                f"capability 5.0 to 7.0 (sm_50 sm_60 sm_70): `pip uninstall -y torch torchvision`, then "
+                f"`pip install torch torchvision --index-url {WHEEL_INDEX}cu126`; {meanwhile}"
+            )
+        return f"no PyTorch the course supports has kernels for this GPU: {meanwhile}, or {COLAB_GPU}"
+    newer = _release(facts.cuda_build) is not None and _release(facts.cuda_build) < (13, 0)
+    command = (
+        f"`pip uninstall -y torch torchvision`, then `pip install torch torchvision --index-url {WHEEL_INDEX}cu130` "
+        "(needs a driver that supports CUDA 13.0)"
+        if newer
+        else f"`pip install --upgrade torch torchvision{_index_hint(facts.torch_version)}`"
+    )
+    return (
+        f"install a PyTorch whose kernels include compute capability {gpu.capability} (newer GPUs need newer "
+        f"CUDA builds and releases; the selector at {SELECTOR} lists them): {command}; {meanwhile}"
+    )
 
 
 def _check_python(facts: Facts) -> Check:
@@ -340,11 +557,19 @@ def _check_torchvision(facts: Facts) -> Check:
     return Check("OK", "torchvision", f"{facts.torchvision_version} (matches torch {torch_minor})")
 
 
-def _check_driver(facts: Facts) -> Check:
+def _check_driver(facts: Facts) -> Check | None:
+    if facts.nvidia_smi == "missing" and facts.hip_build and not facts.cuda_build:
+        return None  # a ROCm build: AMD GPUs need no NVIDIA driver
     if facts.nvidia_smi == "missing" and facts.cuda_available:
         return Check(
-            "OK", "NVIDIA driver", "works (PyTorch uses the GPU); nvidia-smi is not installed here (some containers)"
+            "OK",
+            "NVIDIA driver",
+            "works (PyTorch uses the GPU); nvidia-smi is not installed here (some containers), so its version "
+            "and the newest CUDA it supports go unreported: nothing to fix",
         )
+    if facts.nvidia_smi == "missing" and (facts.cuda_init_error or _driver_too_old(facts)[0]):
+        found = "nvidia-smi not found (some containers), but PyTorch found a driver: see the CUDA line"
+        return Check("OK", "NVIDIA driver", found)
     if facts.nvidia_smi == "missing":
         return Check("OK", "NVIDIA driver", "none (nvidia-smi not found): normal on a machine without an NVIDIA GPU")
     if facts.nvidia_smi == "failed":
@@ -361,71 +586,139 @@ def _check_driver(facts: Facts) -> Check:
 
 
 def _cvd_hides_all(facts: Facts) -> bool:
-    """CUDA_VISIBLE_DEVICES is set and PyTorch sees no GPU although nvidia-smi lists some."""
+    """CUDA_VISIBLE_DEVICES selects none of the GPUs nvidia-smi lists, and PyTorch sees none."""
+    reading = _cvd_reading(facts)
+    if facts.cuda_visible_devices is None or facts.nvidia_smi != "ok" or not facts.smi_gpus or facts.gpus:
+        return False
+    return bool(facts.cuda_build or facts.hip_build) and (reading is None or not reading[0])
+
+
+def _cuda_wheel_fix(facts: Facts) -> str:
+    """Reinstall PyTorch from the CUDA wheel index (for a machine with an NVIDIA GPU and a wheel without CUDA)."""
+    supports = f" (nvidia-smi: this driver supports CUDA up to {facts.driver_cuda})" if facts.driver_cuda else ""
     return (
-        facts.cuda_visible_devices is not None
-        and bool(facts.smi_gpus)
-        and facts.nvidia_smi == "ok"
-        and not facts.gpus
-        and bool(facts.cuda_build or facts.hip_build)
+        f"reinstall PyTorch from pytorch.org's CUDA wheel index: `pip uninstall -y torch torchvision`, then "
+        f"`pip install torch torchvision --index-url {WHEEL_INDEX}cu126`; pick the CUDA version the driver "
+        f"supports{supports} (cu126 = CUDA 12.6; the selector at {SELECTOR} lists them)"
+    )
+
+
+def _check_rocm(facts: Facts) -> Check:
+    build = _build(facts)
+    if facts.cuda_available and facts.gpus:
+        amd = 'AMD GPUs appear as "cuda" devices in PyTorch (torch.cuda, device="cuda")'
+        return Check("OK", "ROCm", f"{build}: {amd}; {_plural(len(facts.gpus), 'GPU')} available")
+    if facts.nvidia_smi == "ok" and facts.smi_gpus:
+        return Check(
+            "WARN",
+            "ROCm",
+            f"{build}, a PyTorch for AMD GPUs, but nvidia-smi lists an NVIDIA GPU: the course runs on the CPU",
+            _cuda_wheel_fix(facts),
+        )
+    return Check(
+        "OK",
+        "ROCm",
+        f'{build}, but PyTorch sees no AMD GPU (they appear as "cuda" devices): the course runs on the CPU',
+        "if this machine has an AMD GPU, check that ROCm lists it (`rocm-smi` or `amd-smi`) and that your user "
+        "is in the video and render groups; in a container, pass the GPU in "
+        "(`docker run --device=/dev/kfd --device=/dev/dri ...`)",
     )
 
 
 def _check_cuda(facts: Facts) -> Check:
+    if facts.hip_build and not facts.cuda_build:
+        return _check_rocm(facts)
     build = _build(facts)
     smi_has_gpu = facts.nvidia_smi == "ok" and bool(facts.smi_gpus)
     supports = f" (nvidia-smi: this driver supports CUDA up to {facts.driver_cuda})" if facts.driver_cuda else ""
-    if not (facts.cuda_build or facts.hip_build):
+    if not facts.cuda_build:
         if smi_has_gpu:
-            example = f"{WHEEL_INDEX}cu126"
             return Check(
                 "WARN",
                 "CUDA",
                 "you have an NVIDIA GPU but a CPU-only PyTorch: the course runs on the CPU",
-                f"reinstall PyTorch from pytorch.org's CUDA wheel index: `pip uninstall -y torch torchvision`, then "
-                f"`pip install torch torchvision --index-url {example}`; pick the CUDA version the driver "
-                f"supports{supports} (cu126 = CUDA 12.6; the selector at {SELECTOR} lists them)",
+                _cuda_wheel_fix(facts),
             )
         return Check("OK", "CUDA", f"{build}: runs on the CPU" + (" or Apple MPS" if facts.mps_available else ""))
     if facts.cuda_available and facts.gpus:
         return Check("OK", "CUDA", f"{build}, CUDA available: {_plural(len(facts.gpus), 'GPU')}")
     if _cvd_hides_all(facts):
+        reading = _cvd_reading(facts)
+        why = f": {reading[1]}" if reading and reading[1] else ""
         return Check(
             "WARN",
             "CUDA",
-            f"{build}, but CUDA_VISIBLE_DEVICES={facts.cuda_visible_devices!r} hides every GPU "
-            f"(nvidia-smi lists {_plural(len(facts.smi_gpus), 'GPU')}): the course runs on the CPU",
-            "unset it (`unset CUDA_VISIBLE_DEVICES`) or set it to the GPU indices you want (e.g. "
-            "CUDA_VISIBLE_DEVICES=0) before Python starts; CUDA reads it once, when it initializes, "
-            "so in Jupyter restart the kernel after changing it",
+            f"{build}, but CUDA_VISIBLE_DEVICES={facts.cuda_visible_devices!r} hides every GPU{why} "
+            f'({_smi_lists(facts)}); a CUDA call raises "No CUDA GPUs are available" and the course runs on the CPU',
+            _cvd_fix(facts),
         )
-    if smi_has_gpu:
-        said = f" PyTorch said: {' '.join(facts.torch_warnings)}" if facts.torch_warnings else ""
+    said = _torch_said(facts)
+    said_text = f" PyTorch said: {' '.join(said)}" if said else ""
+    too_old, driver_supports = _driver_too_old(facts)
+    if too_old:
+        driver = f"NVIDIA driver {facts.driver_version}" if facts.driver_version else "NVIDIA driver"
+        upto = f" supports CUDA up to {driver_supports}" if driver_supports else " is older than it needs"
+        wheel = _older_cuda_wheel(facts, driver_supports)
         return Check(
             "WARN",
             "CUDA",
-            f"{build}, and nvidia-smi lists a GPU, but PyTorch cannot use it: the course runs on the CPU.{said}",
-            f"the driver is probably too old for a {build}{supports}: update the NVIDIA driver, or install a "
-            f"PyTorch built for an older CUDA: `pip uninstall -y torch torchvision`, then "
-            f"`pip install torch torchvision --index-url {WHEEL_INDEX}cu126` (cu126 = CUDA 12.6; "
-            f"the selector at {SELECTOR} lists them)",
+            f"{build}, but the {driver} is too old for it: it{upto}. PyTorch cannot use the GPU: the course "
+            f"runs on the CPU.{said_text}",
+            f"update the NVIDIA driver to one that supports CUDA {facts.cuda_build}"
+            + (f" (this one supports CUDA up to {driver_supports})" if driver_supports else "")
+            + (f"; or install a PyTorch built for an older CUDA: {wheel}" if wheel else "")
+            + f" (the selector at {SELECTOR} lists the CUDA versions of each release)",
         )
+    if smi_has_gpu or facts.cuda_init_error:
+        return Check(
+            "WARN",
+            "CUDA",
+            f"{build}, and the driver sees a GPU, but CUDA cannot start: the course runs on the CPU.{said_text}",
+            "this is reported after a driver update without a reboot, after a laptop wakes from sleep, and in a "
+            "container not given the GPU: reboot (in a container, start it with `docker run --gpus all ...`); "
+            f"if it persists, reinstall the NVIDIA driver{supports}",
+        )
+    if facts.mps_available:
+        return Check("OK", "CUDA", f"{build}, but no NVIDIA GPU is usable: the course runs on the Apple GPU (MPS)")
+    seen = {
+        "missing": "no NVIDIA driver is visible to this process (no nvidia-smi, and CUDA does not start)",
+        "failed": "the NVIDIA driver does not work (see the NVIDIA driver line)",
+        "ok": "the NVIDIA driver lists no GPU",
+    }[facts.nvidia_smi]
     return Check(
         "OK",
         "CUDA",
-        f"{build}, but no NVIDIA GPU or driver here: the course runs on the "
-        + ("Apple GPU (MPS)" if facts.mps_available else "CPU"),
-        None if facts.mps_available else f"to use a GPU {COLAB_GPU}",
+        f"{build}, but {seen}: the course runs on the CPU",
+        f"to use a GPU {COLAB_GPU}; on a machine with an NVIDIA GPU, install its driver (nvidia-smi comes with "
+        "it); in a container, the host needs the NVIDIA Container Toolkit and the container GPU access "
+        "(`docker run --gpus all ...`)",
     )
 
 
 def _check_gpus(facts: Facts) -> list[Check]:
     if not facts.gpus:
         return [Check("OK", "GPUs", "none visible to PyTorch")]
-    return [
-        Check("OK", f"GPU {g.index}", f"{g.name}, {g.memory_gib:.1f} GiB, compute capability {g.capability}")
-        for g in facts.gpus
-    ]
+    checks = []
+    for gpu in facts.gpus:
+        kind = gpu.arch or f"compute capability {gpu.capability}"
+        detail = f"{gpu.name}, {gpu.memory_gib:.1f} GiB, {kind}"
+        support = None if facts.hip_build else arch_support(gpu.capability, facts.cuda_arch_list, facts.cuda_build)
+        built = f"built for {' '.join(facts.cuda_arch_list)}"
+        if support == "none":
+            detail += (
+                f": this PyTorch has no kernels for it ({built}); CUDA work there fails with "
+                '"no kernel image is available for execution on the device"'
+            )
+            checks.append(Check("FAIL", f"GPU {gpu.index}", detail, _arch_fix(facts, gpu)))
+        elif support == "ptx":
+            detail += (
+                f": this PyTorch has no kernels compiled for it ({built}); the driver compiles the build's "
+                "PTX (compute_XX) for it at run time: a slow start, and PyTorch warns"
+            )
+            checks.append(Check("WARN", f"GPU {gpu.index}", detail, _arch_fix(facts, gpu)))
+        else:
+            checks.append(Check("OK", f"GPU {gpu.index}", detail))
+    return checks
 
 
 def _check_cvd(facts: Facts) -> Check:
@@ -435,14 +728,55 @@ def _check_cvd(facts: Facts) -> Check:
     seen = f"PyTorch sees {_plural(len(facts.gpus), 'GPU')}"
     if facts.smi_gpus:
         seen += f"; nvidia-smi, which ignores this variable, lists {len(facts.smi_gpus)}"
-    status: Status = "WARN" if _cvd_hides_all(facts) else "OK"
-    return Check(status, "CUDA_VISIBLE_DEVICES", f"{value!r} ({seen})")
+    if _cvd_hides_all(facts):
+        return Check("WARN", "CUDA_VISIBLE_DEVICES", f"{value!r} ({seen})")
+    reading = _cvd_reading(facts)
+    if reading and reading[0] and reading[1]:  # a problem past the first GPUs: CUDA uses those before it
+        used = ", ".join(map(str, reading[0]))
+        return Check(
+            "WARN",
+            "CUDA_VISIBLE_DEVICES",
+            f"{value!r} ({seen}): {reading[1]}, so CUDA stops there and uses only GPU {used}",
+            _cvd_fix(facts),
+        )
+    return Check("OK", "CUDA_VISIBLE_DEVICES", f"{value!r} ({seen})")
 
 
 def _check_mps(facts: Facts) -> Check:
     if facts.mps_available:
         return Check("OK", "Apple MPS", "available (Apple GPU through Metal)")
     return Check("OK", "Apple MPS", "not available (Apple silicon Macs only)")
+
+
+def _check_mps_fallback(facts: Facts) -> Check | None:
+    """PYTORCH_ENABLE_MPS_FALLBACK, on a Mac or wherever it is set. torch reads it once, when its library loads
+    (a static ``getenv`` in ATen's MPSFallback.mm, parsed with ``std::stoi``), and exposes no way to read back
+    what it saw: the doctor reports the variable and when it must be set."""
+    value = facts.mps_fallback_env
+    if value is None and not facts.mps_available:
+        return None
+    topic = "PYTORCH_ENABLE_MPS_FALLBACK"
+    when = (
+        "torch reads it once, when it is imported: export it before Python or Jupyter starts "
+        "(`export PYTORCH_ENABLE_MPS_FALLBACK=1`), or set os.environ in a notebook's first cell, before "
+        "`import torch`; set later it does nothing: restart the kernel and run from the top"
+    )
+    if value is None:
+        return Check(
+            "OK",
+            topic,
+            "not set: an operation that MPS does not implement raises NotImplementedError",
+            f"PYTORCH_ENABLE_MPS_FALLBACK=1 runs such operations on the CPU instead (slower); {when}",
+        )
+    number = _leading_int(value)
+    if number is None:
+        return Check(
+            "WARN", topic, f"{value!r} is not a number: torch reads it as one (std::stoi), so use 1 or 0", when
+        )
+    state = "on: operations MPS does not implement run on the CPU" if number else "off: such operations raise"
+    if not facts.mps_available:
+        state += "; it matters only on Apple MPS, not here"
+    return Check("OK", topic, f"{value!r} ({state})", when)
 
 
 def _check_accelerator(facts: Facts) -> Check:
@@ -455,10 +789,47 @@ def _check_accelerator(facts: Facts) -> Check:
     return Check("OK", "torch.accelerator", f"current_accelerator() = {current}{available}")
 
 
-def _check_warnings(facts: Facts, cuda: Check) -> list[Check]:
-    if not facts.torch_warnings or "PyTorch said:" in cuda.detail:
+def _check_workers(facts: Facts) -> Check | None:
+    """How DataLoader workers start (num_workers > 0 uses multiprocessing's start method)."""
+    method = facts.start_method
+    if method is None:
+        return None
+    how = "set by this program" if facts.start_method_explicit else "this Python's default"
+    if method == "fork":
+        return Check(
+            "OK",
+            "DataLoader workers",
+            f"start method fork ({how}): workers are copies of this process, so a Dataset class defined in a "
+            "notebook works with num_workers > 0",
+        )
+    return Check(
+        "OK",
+        "DataLoader workers",
+        f"start method {method} ({how}): workers start from a fresh Python that imports the Dataset's class, "
+        "so a Dataset class defined in a notebook fails with num_workers > 0",
+        "define Dataset classes in a .py module and import them, or use num_workers=0 in notebooks "
+        "(notebook 06 shows the failure and the fix)",
+    )
+
+
+# Fragments of torch's own warnings about GPUs its build has no kernels for (torch.cuda._check_capability and
+# _check_cubins, torch 2.7 to 2.14): a GPU line that already says so replaces them.
+_ARCH_WARNINGS = (
+    "is not compatible with the current PyTorch",
+    "which is of compute capability",
+    "which is of cuda capability",
+)
+
+
+def _check_warnings(facts: Facts, shown: list[Check]) -> list[Check]:
+    if not facts.torch_warnings or any("PyTorch said:" in check.detail for check in shown):
         return []
-    return [Check("WARN", "PyTorch warning", text) for text in facts.torch_warnings]
+    arch_said = any(check.topic.startswith("GPU ") and check.status != "OK" for check in shown)
+    return [
+        Check("WARN", "PyTorch warning", text)
+        for text in facts.torch_warnings
+        if not (arch_said and any(fragment in text for fragment in _ARCH_WARNINGS))
+    ]
 
 
 def _check_course_device(facts: Facts) -> Check:
@@ -485,11 +856,11 @@ def diagnose(facts: Facts) -> list[Check]:
         checks.append(_check_torchvision(facts))
     checks.append(_check_driver(facts))
     if facts.torch_version is not None:
-        cuda = _check_cuda(facts)
-        checks += [cuda, *_check_gpus(facts), _check_cvd(facts), _check_mps(facts), _check_accelerator(facts)]
-        checks += _check_warnings(facts, cuda)
+        checks += [_check_cuda(facts), *_check_gpus(facts), _check_cvd(facts), _check_mps(facts)]
+        checks += [_check_mps_fallback(facts), _check_accelerator(facts), _check_workers(facts)]
+        checks += _check_warnings(facts, [check for check in checks if check is not None])
     checks.append(_check_course_device(facts))
-    return checks
+    return [check for check in checks if check is not None]
 
 
 def render(checks: list[Check]) -> str:

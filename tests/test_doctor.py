@@ -1,6 +1,7 @@
 """helpers.doctor on simulated machines (Facts built by hand), then for real on this machine."""
 
 import builtins
+import json
 import os
 import re
 import subprocess
@@ -10,8 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import doctor
+from helpers import doctor, simulate
 from helpers.doctor import Check, Facts, Gpu, diagnose, main, matching_torchvision, render
+from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
 from tools import course
 
 H200 = Gpu(0, "NVIDIA H200", 139.8, "9.0")
@@ -25,6 +27,7 @@ LAPTOP = Facts(
     course_device="cpu",
     course_device_detail="cpu",
     available_devices=["cpu"],
+    start_method="fork",
 )
 
 GPU_BOX = replace(
@@ -38,6 +41,8 @@ GPU_BOX = replace(
     driver_version="580.65.06",
     driver_cuda="13.0",
     smi_gpus=["NVIDIA H200"],
+    smi_uuids=["GPU-5c1e2f3a-0000-1111-2222-333344445555"],
+    cuda_arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
     accelerator="cuda",
     accelerator_available=True,
     course_device="cuda:0",
@@ -216,8 +221,10 @@ def test_cuda_build_without_driver_runs_on_cpu_with_a_colab_tip():
     checks = diagnose(facts)
     assert statuses(checks) == {"OK"}
     cuda = by_topic(checks)["CUDA"]
-    assert "no NVIDIA GPU or driver here: the course runs on the CPU" in cuda.detail
+    assert "no NVIDIA driver is visible to this process" in cuda.detail, "it cannot know that there is no GPU"
+    assert "no NVIDIA GPU" not in cuda.detail and cuda.detail.endswith("the course runs on the CPU")
     assert "Runtime > Change runtime type > GPU" in cuda.fix
+    assert "NVIDIA Container Toolkit" in cuda.fix and "docker run --gpus all" in cuda.fix
     assert "tip: to use a GPU in Colab" in render(checks)
     assert "even when no device is present" in by_topic(checks)["torch.accelerator"].detail
 
@@ -252,8 +259,13 @@ def test_render_indents_fixes_under_their_line():
 
 
 def test_nvidia_smi_parsing():
-    query = "NVIDIA H200, 580.65.06\nNVIDIA A100-SXM4-80GB, 580.65.06\n"
-    assert doctor.parse_smi_query(query) == ("580.65.06", ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"])
+    query = "GPU-aa11, 580.65.06, NVIDIA H200\nGPU-bb22, 580.65.06, NVIDIA A100-SXM4-80GB\n"
+    assert doctor.parse_smi_query(query) == (
+        "580.65.06",
+        ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"],
+        ["GPU-aa11", "GPU-bb22"],
+    )
+    assert doctor.parse_smi_query("GPU-cc33, 550.54.15, Quadro, with a comma\n")[1] == ["Quadro, with a comma"]
     header = "| NVIDIA-SMI 580.65.06    Driver Version: 580.65.06    CUDA Version: 13.0     |"
     assert doctor.parse_smi_header(header) == "13.0"
     assert doctor.parse_smi_header("") is None
@@ -264,6 +276,373 @@ def test_min_torch_matches_pyproject():
     (torch_dep,) = [d for d in pyproject["project"]["dependencies"] if re.match(r"torch\b(?!vision)", d)]
     minimum = re.search(r">=([\d.]+)", torch_dep).group(1)
     assert tuple(map(int, minimum.split("."))) == doctor.MIN_TORCH
+
+
+# --- the driver against the build, the GPUs against the build's kernels ------------------------------
+
+
+def test_driver_older_than_the_build_by_nvidia_smi_names_both_versions_and_the_wheel():
+    facts = replace(GPU_UNSEEN, driver_version="550.54.15", driver_cuda="12.4")
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN"
+    assert "CUDA 13.0 build, but the NVIDIA driver 550.54.15 is too old for it: it supports CUDA up to 12.4" in (
+        cuda.detail
+    )
+    assert "update the NVIDIA driver to one that supports CUDA 13.0" in cuda.fix
+    assert "pip install torch torchvision --index-url https://download.pytorch.org/whl/cu126" in cuda.fix
+
+
+def test_driver_too_old_said_by_torch_without_nvidia_smi_offers_the_last_cuda_11_wheel():
+    facts = replace(GPU_UNSEEN, nvidia_smi="missing", driver_version=None, driver_cuda=None, smi_gpus=[])
+    facts = replace(facts, cuda_init_error=simulate.DRIVER_TOO_OLD)  # "found version 11040": CUDA 11.4
+    topics = by_topic(diagnose(facts))
+    cuda = topics["CUDA"]
+    assert cuda.status == "WARN" and "it supports CUDA up to 11.4" in cuda.detail
+    assert simulate.DRIVER_TOO_OLD in cuda.detail, "what PyTorch said, once"
+    assert "PyTorch found a driver" in topics["NVIDIA driver"].detail, "not 'normal without an NVIDIA GPU'"
+    assert '"torch==2.7.*" "torchvision==0.22.*" --index-url https://download.pytorch.org/whl/cu118' in cuda.fix
+    assert "PyTorch warning" not in topics
+
+
+def test_driver_too_old_for_the_installed_cu126_wheel_only_says_update_the_driver():
+    facts = replace(GPU_UNSEEN, torch_version="2.14.1+cu126", torchvision_version="0.29.1+cu126", cuda_build="12.6")
+    facts = replace(facts, driver_cuda="12.2", torch_warnings=["CUDA initialization: The NVIDIA driver on your "
+                                                               "system is too old (found version 12020)."])  # fmt: skip
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN" and "supports CUDA up to 12.2" in cuda.detail
+    assert "update the NVIDIA driver" in cuda.fix and "--index-url" not in cuda.fix
+
+
+def test_cuda_that_cannot_start_with_a_recent_driver_is_not_blamed_on_its_age():
+    facts = replace(GPU_UNSEEN, cuda_init_error=simulate.UNKNOWN_ERROR)  # driver supports CUDA 13.0, the build's
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN" and "CUDA cannot start" in cuda.detail and "too old" not in cuda.detail
+    assert "reboot" in cuda.fix and simulate.UNKNOWN_ERROR in cuda.detail
+
+
+def smi(*lines: str):
+    """A stand-in for doctor._run_nvidia_smi: the header, and one query line per GPU."""
+    header = "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA Version: 12.4 |"
+    return lambda *args: ("ok", "\n".join(lines) if args == doctor.SMI_QUERY else header)
+
+
+def gathered(monkeypatch, smi_answer, **machine) -> Facts:
+    """gather_facts() on a simulated machine (torchvision left out: importing it takes seconds)."""
+    monkeypatch.setattr(doctor, "_run_nvidia_smi", smi_answer)
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    with simulated_machine(**machine):
+        return doctor.gather_facts()
+
+
+def test_driver_too_old_gathered_on_a_simulated_machine(monkeypatch):
+    facts = gathered(monkeypatch, smi("GPU-aa11, 550.54.15, NVIDIA A100"), cuda=1, cuda_init_error=DRIVER_TOO_OLD)
+    assert facts.cuda_init_error == DRIVER_TOO_OLD and not facts.cuda_available
+    assert (facts.driver_cuda, facts.smi_uuids) == ("12.4", ["GPU-aa11"])
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN" and "the NVIDIA driver 550.54.15 is too old" in cuda.detail
+
+
+@pytest.mark.parametrize(
+    "capability, arch_list, cuda, verdict",
+    [
+        ("6.1", ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], "13.0", "none"),  # a GTX 1080, cu130
+        ("6.1", ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"], "12.6", "kernels"),  # sm_60 runs
+        ("8.9", ["sm_80", "sm_86"], "12.6", "kernels"),  # same major, newer minor
+        ("12.0", ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"], "12.6", "none"),  # an RTX 5090
+        ("12.0", ["sm_80", "sm_90", "compute_90"], "12.6", "ptx"),  # plain PTX: the driver compiles it
+        ("10.0", ["sm_80", "compute_90a"], "12.6", "none"),  # arch-specific PTX runs on 9.0 only
+        ("9.0", ["sm_80", "compute_90a"], "12.6", "ptx"),
+        ("8.7", ["sm_80", "sm_86"], "12.6", "none"),  # a Jetson Orin
+        ("8.7", ["sm_80", "sm_86"], "13.2", "kernels"),  # CUDA 13.2 runs them there
+        ("10.1", ["sm_110"], "13.0", "kernels"),  # 10.1 was renamed 11.0
+        ("10.3", ["sm_100"], "13.0", "kernels"),
+        ("9.0", [], "13.0", None),  # torch 2.7 lists nothing without a usable GPU
+    ],
+)
+def test_arch_support(capability, arch_list, cuda, verdict):
+    assert doctor.arch_support(capability, arch_list, cuda) == verdict
+
+
+def test_arch_rule_mirrors_torchs_own_table(monkeypatch):
+    """Every sm_XX code torch knows, against every compute capability: the same verdict as torch.cuda's."""
+    import torch
+
+    compatible = getattr(torch.cuda, "_code_compatible_with_device", None)
+    if compatible is None or not hasattr(torch.cuda, "DEVICE_REQUIREMENT"):
+        pytest.skip("this torch has no compatibility table (torch 2.7 checks only the oldest architecture)")
+    devices = [10 * major + minor for major in range(3, 13) for minor in range(10)]
+    for cuda in ("12.6", "13.2"):
+        monkeypatch.setattr(torch.version, "cuda", cuda)
+        for code in torch.cuda.DEVICE_REQUIREMENT:
+            for device in devices:
+                assert doctor._kernels_run(code, device, cuda) == compatible(device, code), (cuda, code, device)
+
+
+GTX_1080 = Gpu(0, "NVIDIA GeForce GTX 1080", 8.0, "6.1")
+
+
+def test_gpu_too_old_for_the_wheel_fails_with_the_cu126_wheel(monkeypatch):
+    torch_said = (
+        "Found GPU0 NVIDIA GeForce GTX 1080 which is of compute capability (CC) 6.1.\nThe following list shows ..."
+    )
+    facts = replace(GPU_BOX, gpus=[GTX_1080], torch_warnings=[torch_said])
+    checks = diagnose(facts)
+    gpu = by_topic(checks)["GPU 0"]
+    assert gpu.status == "FAIL"
+    assert "compute capability 6.1: this PyTorch has no kernels for it (built for sm_75 sm_80" in gpu.detail
+    assert "no kernel image is available for execution on the device" in gpu.detail
+    assert "--index-url https://download.pytorch.org/whl/cu126" in gpu.fix and "COURSE_DEVICE=cpu" in gpu.fix
+    assert "PyTorch warning" not in by_topic(checks), "torch's own warning says the same"
+    assert exit_code(monkeypatch, facts) == 1
+
+
+def test_gpu_newer_than_the_wheel_fails_with_a_newer_cuda_wheel():
+    facts = replace(GPU_BOX, torch_version="2.7.1+cu126", torchvision_version="0.22.1+cu126", cuda_build="12.6")
+    facts = replace(facts, gpus=[Gpu(0, "NVIDIA GeForce RTX 5090", 31.4, "12.0")])
+    facts = replace(facts, cuda_arch_list=["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+    gpu = by_topic(diagnose(facts))["GPU 0"]
+    assert gpu.status == "FAIL" and "compute capability 12.0" in gpu.fix
+    assert "--index-url https://download.pytorch.org/whl/cu130" in gpu.fix
+
+
+def test_gpu_older_than_any_wheel_says_so():
+    facts = replace(GPU_BOX, gpus=[Gpu(0, "Tesla K80", 11.2, "3.7")])
+    gpu = by_topic(diagnose(facts))["GPU 0"]
+    assert gpu.status == "FAIL" and "no PyTorch the course supports has kernels" in gpu.fix
+    assert "--index-url" not in gpu.fix
+
+
+def test_gpu_reached_only_through_ptx_warns():
+    facts = replace(GPU_BOX, gpus=[Gpu(0, "NVIDIA RTX PRO 6000", 95.0, "12.0")], cuda_arch_list=["sm_90", "compute_90"])
+    gpu = by_topic(diagnose(facts))["GPU 0"]
+    assert gpu.status == "WARN" and "compiles the build's PTX" in gpu.detail
+
+
+def test_gpu_arch_gathered_on_a_simulated_machine(monkeypatch):
+    facts = gathered(monkeypatch, smi("GPU-aa11, 550.54.15, Sim 0"), cuda=1, capability=(6, 1),
+                     arch_list=["sm_75", "sm_80", "sm_90"], gpu_name="Sim")  # fmt: skip
+    assert facts.cuda_arch_list == ["sm_75", "sm_80", "sm_90"] and facts.gpus[0].capability == "6.1"
+    assert by_topic(diagnose(facts))["GPU 0"].status == "FAIL"
+
+
+def test_gpu_with_kernels_keeps_its_plain_line():
+    assert by_topic(diagnose(GPU_BOX))["GPU 0"] == Check(
+        "OK", "GPU 0", "NVIDIA H200, 139.8 GiB, compute capability 9.0"
+    )
+
+
+# --- no nvidia-smi, CUDA_VISIBLE_DEVICES naming what is not there, ROCm --------------------------------
+
+
+def test_cuda_working_without_nvidia_smi_is_fine():
+    facts = replace(GPU_BOX, nvidia_smi="missing", driver_version=None, driver_cuda=None, smi_gpus=[], smi_uuids=[])
+    checks = diagnose(facts)
+    assert statuses(checks) == {"OK"}
+    driver = by_topic(checks)["NVIDIA driver"]
+    assert driver.detail.startswith("works") and "nothing to fix" in driver.detail and driver.fix is None
+
+
+@pytest.mark.parametrize(
+    "value, count, uuids, expected",
+    [
+        ("5", 1, [], ([], "there is no GPU 5")),
+        ("0,5", 1, [], ([0], "there is no GPU 5")),
+        ("1,0", 2, [], ([1, 0], None)),
+        ("", 2, [], ([], None)),
+        ("-1", 2, [], ([], None)),
+        ("0,-1,1", 2, [], ([0], None)),
+        ("cuda:0", 1, [], ([], "'cuda:0' is not a GPU index")),
+        ("1gpu", 2, [], ([1], None)),  # read like strtoul
+        ("0,0", 2, [], ([], "GPU 0 is named twice")),
+        ("GPU-bb", 2, ["GPU-aa11", "GPU-bb22"], ([1], None)),  # a unique prefix
+        ("GPU-cc33", 2, ["GPU-aa11", "GPU-bb22"], ([], "no GPU has the UUID 'GPU-cc33'")),
+        ("GPU-", 2, ["GPU-aa11", "GPU-bb22"], ([], "'GPU-' matches 2 GPUs' UUIDs")),
+        ("GPU-aa11", 1, [], None),  # UUIDs unknown
+        ("MIG-1234", 1, ["GPU-aa11"], None),
+    ],
+)
+def test_cvd_selects(value, count, uuids, expected):
+    assert doctor.cvd_selects(value, count, uuids) == expected
+
+
+@pytest.mark.parametrize("value", ["5", "0,5", "1,0", "", "-1", "0,-1,1", "cuda:0", "1gpu", "0,0", "2,1,0", " 1"])
+def test_cvd_selects_as_torch_reads_the_variable(monkeypatch, value):
+    """torch.cuda's own parser, cut at the first index past the GPUs as its NVML count does."""
+    import torch
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    for count in (1, 2, 3):
+        listed = torch.cuda._parse_visible_devices()
+        cut = next((i for i, index in enumerate(listed) if index >= count), len(listed))
+        assert doctor.cvd_selects(value, count, [])[0] == listed[:cut], count
+
+
+def test_cvd_naming_a_gpu_that_does_not_exist_says_which_exist(monkeypatch):
+    facts = replace(GPU_UNSEEN, cuda_visible_devices="5")  # recorded: "No CUDA GPUs are available", count 0
+    topics = by_topic(diagnose(facts))
+    cuda = topics["CUDA"]
+    assert cuda.status == "WARN"
+    assert "CUDA_VISIBLE_DEVICES='5' hides every GPU: there is no GPU 5 (nvidia-smi lists 1 GPU: index 0)" in (
+        cuda.detail
+    )
+    assert '"No CUDA GPUs are available"' in cuda.detail and "too old" not in cuda.detail
+    assert "CUDA_VISIBLE_DEVICES=0" in cuda.fix and "nvidia-smi -L" in cuda.fix and "restart the kernel" in cuda.fix
+    assert topics["CUDA_VISIBLE_DEVICES"].status == "WARN"
+    assert exit_code(monkeypatch, facts) == 0
+
+
+def test_cvd_the_recorded_machine_agrees():
+    recorded = json.loads((course.ROOT / "tests" / "fixtures" / "gpu_error_messages.json").read_text())
+    assert recorded["messages"]["cvd_missing"]["stdout"].startswith("available False count 0")
+    assert simulate.NO_GPUS in recorded["messages"]["cvd_missing"]["stdout"]
+
+
+def test_cvd_partly_past_the_gpus_warns_on_its_own_line():
+    facts = replace(GPU_BOX, cuda_visible_devices="0,5")
+    topics = by_topic(diagnose(facts))
+    assert topics["CUDA"].status == "OK"
+    cvd = topics["CUDA_VISIBLE_DEVICES"]
+    assert cvd.status == "WARN" and "there is no GPU 5, so CUDA stops there and uses only GPU 0" in cvd.detail
+    assert "nvidia-smi lists 1 GPU: index 0" in cvd.fix
+
+
+def test_cvd_uuid_of_no_gpu_hides_them_all():
+    facts = replace(GPU_UNSEEN, cuda_visible_devices="GPU-0000dead")
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN" and "no GPU has the UUID 'GPU-0000dead'" in cuda.detail
+
+
+def test_cvd_naming_a_real_gpu_is_not_blamed_when_the_driver_is_too_old():
+    facts = replace(GPU_UNSEEN, cuda_visible_devices="0", driver_cuda="12.4")
+    topics = by_topic(diagnose(facts))
+    assert "too old" in topics["CUDA"].detail and "hides" not in topics["CUDA"].detail
+    assert topics["CUDA_VISIBLE_DEVICES"].status == "OK"
+
+
+ROCM_BOX = replace(
+    LAPTOP,
+    torch_version="2.14.1+rocm6.4",
+    torchvision_version="0.29.1+rocm6.4",
+    hip_build="6.4",
+    cuda_available=True,
+    gpus=[Gpu(0, "AMD Instinct MI300X", 191.5, "9.4", "gfx942:sramecc+:xnack-")],
+    accelerator="cuda",
+    accelerator_available=True,
+    course_device="cuda:0",
+    course_device_detail="cuda:0 (AMD Instinct MI300X, 191.5 GiB, compute capability 9.4)",
+    available_devices=["cuda:0", "cpu"],
+)
+
+
+def test_rocm_build_with_an_amd_gpu():
+    checks = diagnose(ROCM_BOX)
+    assert statuses(checks) == {"OK"}
+    topics = by_topic(checks)
+    assert topics["ROCm"].detail == (
+        'ROCm 6.4 build: AMD GPUs appear as "cuda" devices in PyTorch (torch.cuda, device="cuda"); 1 GPU available'
+    )
+    assert topics["GPU 0"].detail == "AMD Instinct MI300X, 191.5 GiB, gfx942:sramecc+:xnack-"
+    assert "CUDA" not in topics and "NVIDIA driver" not in topics
+
+
+def test_rocm_build_without_a_gpu_gives_no_nvidia_advice():
+    facts = replace(ROCM_BOX, cuda_available=False, gpus=[], course_device="cpu", course_device_detail="cpu")
+    checks = diagnose(facts)
+    rocm = by_topic(checks)["ROCm"]
+    assert rocm.status == "OK" and "PyTorch sees no AMD GPU" in rocm.detail and "rocm-smi" in rocm.fix
+    assert not any("nvidia" in f"{check.detail} {check.fix}".lower() for check in checks)
+
+
+def test_rocm_build_on_a_machine_with_an_nvidia_gpu_warns():
+    facts = replace(ROCM_BOX, cuda_available=False, gpus=[], nvidia_smi="ok", smi_gpus=["NVIDIA H200"])
+    rocm = by_topic(diagnose(facts))["ROCm"]
+    assert rocm.status == "WARN" and "--index-url https://download.pytorch.org/whl/cu126" in rocm.fix
+
+
+def test_rocm_gathered_on_a_simulated_machine(monkeypatch):
+    missing = lambda *args: ("missing", "nvidia-smi not found")  # noqa: E731
+    facts = gathered(monkeypatch, missing, cuda=1, rocm="6.4", gpu_name="AMD Instinct MI300X")
+    assert (facts.hip_build, facts.cuda_build, facts.cuda_arch_list) == ("6.4", None, [])
+    assert facts.gpus[0].arch == "gfx942:sramecc+:xnack-"
+    assert by_topic(diagnose(facts))["ROCm"].status == "OK"
+
+
+# --- DataLoader workers, PYTORCH_ENABLE_MPS_FALLBACK, the order of the report -----------------------
+
+
+@pytest.mark.parametrize(
+    "platform, python, method",
+    [("linux", (3, 13), "fork"), ("linux", (3, 14), "forkserver"), ("linux", (3, 15), "forkserver"),
+     ("darwin", (3, 12), "spawn"), ("darwin", (3, 14), "spawn"), ("win32", (3, 11), "spawn")],
+)  # fmt: skip
+def test_default_start_method(platform, python, method):
+    assert doctor.default_start_method(platform, python) == method
+
+
+def test_default_start_method_is_what_a_fresh_python_uses():
+    code = "import multiprocessing as mp; print(mp.get_start_method())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == doctor.default_start_method(sys.platform, sys.version_info[:2])
+
+
+def test_gathering_the_start_method_does_not_set_it():
+    import multiprocessing
+
+    before = multiprocessing.get_start_method(allow_none=True)
+    facts = Facts()
+    doctor._gather_start_method(facts)
+    assert multiprocessing.get_start_method(allow_none=True) == before
+    assert facts.start_method in ("fork", "spawn", "forkserver")
+
+
+def test_fork_workers_are_fine_in_notebooks():
+    workers = by_topic(diagnose(LAPTOP))["DataLoader workers"]
+    assert workers.status == "OK" and "start method fork (this Python's default)" in workers.detail
+    assert workers.fix is None
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_spawned_workers_get_the_notebook_tip(method):
+    workers = by_topic(diagnose(replace(LAPTOP, start_method=method)))["DataLoader workers"]
+    assert workers.status == "OK" and f"start method {method}" in workers.detail
+    assert "fails with num_workers > 0" in workers.detail
+    assert ".py module" in workers.fix and "num_workers=0" in workers.fix and "notebook 06" in workers.fix
+
+
+MAC = replace(LAPTOP, torch_version="2.14.1", torchvision_version="0.29.1", mps_available=True, start_method="spawn")
+
+
+def test_mps_fallback_unset_on_a_mac_says_when_to_set_it():
+    check = by_topic(diagnose(MAC))["PYTORCH_ENABLE_MPS_FALLBACK"]
+    assert check.status == "OK" and "raises NotImplementedError" in check.detail
+    assert "before `import torch`" in check.fix and "restart the kernel" in check.fix
+
+
+@pytest.mark.parametrize(
+    "value, status, fragment",
+    [("1", "OK", "on: operations MPS does not implement run on the CPU"), ("0", "OK", "off"),
+     ("true", "WARN", "is not a number")],
+)  # fmt: skip
+def test_mps_fallback_value_is_read_as_torch_reads_it(value, status, fragment):
+    check = by_topic(diagnose(replace(MAC, mps_fallback_env=value)))["PYTORCH_ENABLE_MPS_FALLBACK"]
+    assert check.status == status and fragment in check.detail and "restart the kernel" in check.fix
+
+
+def test_mps_fallback_line_only_where_it_matters(monkeypatch):
+    assert "PYTORCH_ENABLE_MPS_FALLBACK" not in by_topic(diagnose(LAPTOP))
+    check = by_topic(diagnose(replace(LAPTOP, mps_fallback_env="1")))["PYTORCH_ENABLE_MPS_FALLBACK"]
+    assert "matters only on Apple MPS" in check.detail
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+    monkeypatch.setattr(doctor, "_gather_nvidia", lambda facts: None)
+    monkeypatch.setattr(doctor, "_gather_torch", lambda facts: None)
+    assert doctor.gather_facts().mps_fallback_env == "1"
+
+
+def test_report_order():
+    topics = [check.topic for check in diagnose(replace(MAC, mps_fallback_env="1", torch_warnings=["w"]))]
+    assert topics == ["Python", "torch", "torchvision", "NVIDIA driver", "CUDA", "GPUs", "CUDA_VISIBLE_DEVICES",
+                      "Apple MPS", "PYTORCH_ENABLE_MPS_FALLBACK", "torch.accelerator", "DataLoader workers",
+                      "PyTorch warning", "course device"]  # fmt: skip
 
 
 # --- for real ----------------------------------------------------------------------------------------
@@ -323,7 +702,7 @@ def test_gather_facts_with_broken_torch(monkeypatch):
 
 
 SMI_WITH_GPU = {(): "| NVIDIA-SMI 580.82  Driver Version: 580.82  CUDA Version: 13.0 |",
-                ("--query-gpu=name,driver_version", "--format=csv,noheader"): "NVIDIA H100, 580.82"}  # fmt: skip
+                doctor.SMI_QUERY: "GPU-aa11, 580.82, NVIDIA H100"}  # fmt: skip
 
 
 @pytest.mark.parametrize("smi_sees_gpu", [False, True], ids=["no nvidia-smi", "nvidia-smi lists a GPU"])
