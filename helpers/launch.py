@@ -11,6 +11,9 @@ Supporting code for notebook 08, not the lesson: the lesson is the command line 
 - A job that failed only because a process aborted while shutting down, after its work ("terminate
   called without an active exception": seen now and then with gloo on recent torch releases), is run
   once more, and :attr:`Run.retried` says so.
+- A port already in use (a fixed ``master_port``, as a typed command may choose): torchrun's rendezvous
+  fails at once, before any process starts, and :meth:`Run.check`'s error ends with what to do
+  (:func:`port_in_use_advice`). ``--standalone`` never meets it: the operating system picks the port.
 - Output: lines a script prints on every rank start with ``[rank N]``; :meth:`Run.text` gives the
   other lines (a script prints those on rank 0 only) in order, then the ranked lines sorted, so the
   text is the same whatever order the processes wrote in.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,8 +38,24 @@ RANKED = "[rank "
 SHUTDOWN_ABORT = "terminate called without an active exception"
 
 
+# How torch words a port that another socket holds (torch 2.7 to 2.14: "port: 29500, ..., name: EADDRINUSE, ...").
+PORT_IN_USE = re.compile(r"port:? (\d+)\b[^\n]*(?:EADDRINUSE|address already in use)", re.IGNORECASE)
+
+
 class LaunchError(RuntimeError):
-    """A torchrun job failed or timed out; the message ends with the end of its output."""
+    """A torchrun job failed or timed out; the message ends with the end of its output (and what to do, if known)."""
+
+
+def port_in_use_advice(output: str) -> str:
+    """What to do when ``output`` (an error message, torchrun's stderr) says a port is already in use; else ""."""
+    found = PORT_IN_USE.search(output)
+    if not found:
+        return ""
+    return (
+        f"port {found.group(1)} is already in use (another job or program listens on it). Use torchrun "
+        "--standalone on one machine (it picks a free port), or choose another port: --master-port, the port in "
+        "--rdzv-endpoint, or MASTER_PORT."
+    )
 
 
 def free_port() -> int:
@@ -67,7 +87,9 @@ class Run:
         """The run itself, or :class:`LaunchError` if it failed or timed out."""
         if self.timed_out or self.returncode != 0:
             what = "timed out" if self.timed_out else f"exited with code {self.returncode}"
-            raise LaunchError(f"`{self.command}` {what}:\n{self.stdout[-1500:]}\n{self.stderr[-3000:]}")
+            advice = port_in_use_advice(self.stderr)
+            raise LaunchError(f"`{self.command}` {what}:\n{self.stdout[-1500:]}\n{self.stderr[-3000:]}"
+                              + (f"\n{advice}" if advice else ""))  # fmt: skip
         return self
 
 
@@ -164,10 +186,20 @@ def _target(target: str, args: Sequence[str]) -> list[str]:
 
 
 def torchrun(
-    target: str, *args: str, nproc: int = 2, timeout: float = 180, env: Mapping[str, str] | None = None
+    target: str,
+    *args: str,
+    nproc: int = 2,
+    timeout: float = 180,
+    env: Mapping[str, str] | None = None,
+    master_port: int | None = None,
 ) -> Run:
-    """``torchrun --standalone --nproc_per_node=nproc -m target args...``, killed after ``timeout`` seconds."""
-    options = ["--standalone", f"--nproc_per_node={nproc}"]
+    """``torchrun --standalone --nproc_per_node=nproc -m target args...``, killed after ``timeout`` seconds.
+
+    With ``master_port``, ``--master-port=PORT`` instead of ``--standalone``: the rendezvous on that fixed
+    port of 127.0.0.1, as a command typed with a port of one's choosing.
+    """
+    where = ["--standalone"] if master_port is None else [f"--master-port={master_port}"]
+    options = [*where, f"--nproc_per_node={nproc}"]
     shown = " ".join(["torchrun", *options, *_target(target, args)])
     argv = [sys.executable, "-m", "torch.distributed.run", *options, *_target(target, args)]
     start = time.perf_counter()

@@ -6,8 +6,10 @@ epoch, and resuming from it on whatever device the command now runs on.
 
 Under ``torchrun --nproc_per_node=N -m helpers.train_tudui`` (WORLD_SIZE > 1) the same command
 trains with DDP: one process per GPU (cuda:LOCAL_RANK, NCCL) or CPU processes (gloo), each on its
-share of the data (DistributedSampler, set_epoch); rank 0 alone prints and writes the checkpoint,
-without DDP's ``module.`` prefix, so it resumes in one process and the other way round.
+share of the data (DistributedSampler, set_epoch) and of the test set (the results are added up over
+the ranks); rank 0 alone prints and writes the checkpoint, without DDP's ``module.`` prefix, so it
+resumes in one process and the other way round. A process that fails ends the job: torchrun stops
+the others and exits non-zero.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import time
 
 EPOCHS_FULL = 10
 EPOCHS_QUICK = 2
+# How long a collective (a barrier, the gradients' all-reduce) waits for a process that is still running but
+# late: the longest such wait is the other processes at a barrier while rank 0 downloads CIFAR-10. A process
+# that dies does not make the others wait this long: torchrun stops them within seconds and exits non-zero.
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)
 
 EPILOG = """\
 examples:
@@ -91,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
 
         device = _rank_device(parser, args.device)
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=30))  # RANK etc. from the environment
+        _join_process_group(parser, "nccl" if device.type == "cuda" else "gloo")
         try:
             return _train(parser, args, device, dist.get_rank(), world_size)
         finally:
@@ -102,6 +107,27 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     return _train(parser, args, device, 0, 1)
+
+
+def _join_process_group(parser: argparse.ArgumentParser, backend: str) -> None:
+    """init_process_group from the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); exits 2 with what
+    to do when MASTER_PORT is already in use.
+
+    torchrun's own rendezvous binds the port before any process starts (torchrun then fails itself); the
+    processes bind it when they are started another way, e.g. by a cluster's launcher with MASTER_PORT set.
+    """
+    import torch.distributed as dist
+
+    from helpers.launch import port_in_use_advice
+
+    try:
+        dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
+    except dist.DistNetworkError as err:
+        advice = port_in_use_advice(str(err))
+        if not advice:
+            raise
+        where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+        parser.exit(2, f"{parser.prog}: error: the process group cannot start at {where}: {advice}\n")
 
 
 def _rank_device(parser: argparse.ArgumentParser, request: str | None):
@@ -126,7 +152,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
     """The run, in one process (world_size 1) or in each of torchrun's processes (DDP)."""
     import torch
     from torch import nn
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Subset
 
     from helpers import checkpoints
     from helpers.config import quick_mode
@@ -170,19 +196,25 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
         from torch.utils.data import DistributedSampler
 
         sampler = DistributedSampler(data.train, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
+    # Evaluation is shared out too: rank r evaluates test images r, r + N, r + 2N, ... (what DistributedSampler
+    # with shuffle=False gives, without the repeated images it pads the last batch with), and report() adds up
+    # the ranks' results: the same numbers as one process evaluating the whole test set, N times sooner. (The
+    # shares may differ by a batch: DDP's forward runs no collective for a model without buffers, as Tudui.)
+    test_share = range(rank, len(data.test), world_size)
     if args.preload:
         images, labels = as_tensors(data.train, device)
         if ddp:
             train_loader = _SampledBatches(images, labels, args.batch_size, sampler)
         else:
             train_loader = TensorBatches(images, labels, args.batch_size, shuffle=True, generator=gen)
-        test_loader = TensorBatches(*as_tensors(data.test, device), args.batch_size)
+        images, labels = as_tensors(data.test, device)
+        test_loader = TensorBatches(images[rank::world_size].contiguous(), labels[rank::world_size], args.batch_size)
     else:
         if ddp:
             train_loader = DataLoader(data.train, batch_size=args.batch_size, sampler=sampler)
         else:
             train_loader = DataLoader(data.train, batch_size=args.batch_size, shuffle=True)
-        test_loader = DataLoader(data.test, batch_size=args.batch_size)
+        test_loader = DataLoader(Subset(data.test, test_share) if ddp else data.test, batch_size=args.batch_size)
 
     plain = Tudui().to(device)  # what is saved and resumed: no DDP "module." prefix in its keys
     loss_fn = nn.CrossEntropyLoss().to(device)
@@ -235,10 +267,18 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
     saved = {"epoch": done}
 
     def report(epoch: int, hist: History) -> None:
-        if ddp:  # each rank's loss is over its share: the mean over ranks is the loss over all the data
+        if ddp:  # each rank's results are over its share: combined, they are over all the data
             from helpers.ddp_train import mean_over_ranks
 
+            # the sampler gives every rank as many training images: the mean of the ranks' means
             hist.train_loss[-1] = mean_over_ranks(torch.tensor(hist.train_loss[-1], device=device)).item()
+            hist.test_loss[-1], hist.test_accuracy[-1] = _whole_test_set(
+                hist.test_loss[-1], hist.test_accuracy[-1], len(test_share), device
+            )
+            if writer is not None:  # written here, once the results are over all the data
+                for name, values in (("train_loss", hist.train_loss), ("test_loss", hist.test_loss),
+                                     ("test_accuracy", hist.test_accuracy)):  # fmt: skip
+                    writer.add_scalar(name, values[-1], epoch)
         if args.checkpoint and rank == 0:  # one writer
             checkpoints.save_training(args.checkpoint, plain, optimizer, epoch, hist, **settings,
                                       rng=torch.get_rng_state(), generator=gen.get_state())  # fmt: skip
@@ -263,7 +303,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
             remaining,
             history=history,
             progress=not args.no_progress and rank == 0,
-            writer=writer,
+            writer=None if ddp else writer,  # under DDP, report() writes the results over all ranks
             on_epoch_end=report,
             on_epoch_start=sampler.set_epoch if sampler is not None else None,
         )
@@ -281,6 +321,17 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
     if ddp:
         dist.barrier()  # leave together: a rank that exits early can break a peer's shutdown
     return 0
+
+
+def _whole_test_set(loss: float, accuracy: float, count: int, device) -> tuple[float, float]:
+    """(mean loss, accuracy) over the whole test set, from each rank's over its ``count`` test images."""
+    import torch
+    import torch.distributed as dist
+
+    sums = torch.tensor([loss * count, round(accuracy * count), count], dtype=torch.float64, device=device)
+    dist.all_reduce(sums)  # summed loss, correct predictions, images: over all ranks
+    total = max(sums[2].item(), 1)
+    return sums[0].item() / total, sums[1].item() / total
 
 
 def _silent(*values, **kwargs) -> None:
