@@ -56,6 +56,13 @@ article loop            3100      1.00x     31.0%
 compile                44020     14.20x     30.2%
 best rung: compile, 14.20x the article's loop
 """
+DDP_OK = """\
+Tudui, batch 256 per GPU, 200 steps per run, 2 round(s); load average at the end 1.20
+2 GPUs, one process each (DDP, NCCL):    181230 images/s
+1 GPU, one process:                       95800 images/s
+2 GPUs / 1 GPU: 1.89x (median of the ratios within each round; goal >= 1.80x: OK)
+"""
+H200_X2 = replace(H200, gpus=("NVIDIA H200",) * 2)
 
 
 def doctor_output(facts: doctor.Facts) -> str:
@@ -69,13 +76,13 @@ class FakeRun:
         self.calls = []
         self.outputs = {"doctor": (0, doctor_output(GPU_FACTS)), "suite": (0, SUITE_OK),
                         "benchmark": (0, BENCH_OK), "training": (0, TRAIN_OK), "ladder": (0, LADDER_OK),
-                        **overrides}  # fmt: skip
+                        "ddp": (0, DDP_OK), **overrides}  # fmt: skip
 
     def __call__(self, command, env, cwd, timeout_s):
         text = " ".join(command[1:])
         name = next(n for n, key in [("doctor", "helpers.doctor"), ("suite", "pytest"), ("benchmark", "bench_training"),
                                      ("training", "train_tudui"), ("ladder", "bench_ladder"),
-                                     ("extra", "extra")] if key in text)  # fmt: skip
+                                     ("ddp", "bench_ddp"), ("extra", "extra")] if key in text)  # fmt: skip
         self.calls.append({"name": name, "command": command, "env": env, "cwd": cwd, "timeout_s": timeout_s})
         return self.outputs[name]
 
@@ -89,6 +96,11 @@ def gpu_machine(monkeypatch, tmp_path):
     monkeypatch.setattr(G, "missing_dev_packages", lambda root=None: [])
     monkeypatch.setattr(G, "LOG_DIR", tmp_path / "logs")
     return fake
+
+
+def last_row_tail(fake: FakeRun) -> list[str]:
+    """The DDP column as parse_ddp reads the DDP phase's output."""
+    return [G.parse_ddp(fake.outputs["ddp"][1])["DDP 2 GPUs / 1 GPU"]]
 
 
 def last_row(out: str) -> list[str]:
@@ -166,8 +178,23 @@ def test_all_phases_pass_and_print_the_row(gpu_machine, capsys):
         "41234",
         "0.994",
         "14.20x (compile)",
+        "not run",
     ]
     assert "3 epochs in 21 s, test accuracy 71.3%" in out
+    assert "needs 2 GPUs, this machine has 1" in out, "one GPU: the DDP phase is skipped"
+
+
+def test_two_gpus_run_the_ddp_phase_and_report_the_scaling(gpu_machine, monkeypatch, capsys):
+    monkeypatch.setattr(G, "detect", lambda: (H200_X2, ""))
+    assert G.main([]) == 0
+    call = gpu_machine.calls[-1]
+    assert call["name"] == "ddp" and call["command"][-len(G.DDP_ARGS) :] == G.DDP_ARGS
+    assert call["cwd"] != G.ROOT
+    assert last_row(capsys.readouterr().out)[1:2] + last_row_tail(gpu_machine) == ["2x NVIDIA H200", "1.89x"]
+    gpu_machine.outputs["ddp"] = (0, DDP_OK.replace("1.89x", "1.52x").replace(": OK)", ": BELOW 1.80x)"))
+    assert G.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: ddp (failed)" in out and "scales too little: 1.52x" in out and last_row(out)[-1] == "1.52x"
 
 
 def test_phases_run_on_cuda_in_the_right_mode_and_place(gpu_machine):
@@ -271,7 +298,7 @@ def test_phase_list_is_extensible_and_min_gpus_skips(gpu_machine, monkeypatch, c
     gpu_machine.outputs["extra"] = (0, "")
     assert G.main([]) == 0, "a phase for more GPUs than the machine has is skipped, not failed"
     assert "SKIPPED" in capsys.readouterr().out and "extra" not in [c["name"] for c in gpu_machine.calls]
-    monkeypatch.setattr(G, "detect", lambda: (replace(H200, gpus=("NVIDIA H200",) * 2), ""))
+    monkeypatch.setattr(G, "detect", lambda: (H200_X2, ""))
     assert G.main([]) == 0
     assert gpu_machine.calls[-1]["name"] == "extra"
 
@@ -279,7 +306,7 @@ def test_phase_list_is_extensible_and_min_gpus_skips(gpu_machine, monkeypatch, c
 def test_only_runs_the_named_phases(gpu_machine, capsys):
     assert G.main(["--only", "benchmark"]) == 0
     assert [c["name"] for c in gpu_machine.calls] == ["benchmark"]
-    assert last_row(capsys.readouterr().out)[4:] == ["not run", "41234", "0.994", "not run"]
+    assert last_row(capsys.readouterr().out)[4:] == ["not run", "41234", "0.994", "not run", "not run"]
 
 
 def test_total_timeouts_fit_in_8_minutes():
@@ -305,7 +332,7 @@ def test_row_formatting():
     machine = G.Machine(("NVIDIA A100|80GB", "NVIDIA A100|80GB", "NVIDIA T4"), None, "2.7.1+cu126")
     row = G.results_row(machine, results, datetime.date(2026, 12, 1))
     machine_cells = "| 2026-12-01 | 2x NVIDIA A100/80GB, NVIDIA T4 | unknown | 2.7.1+cu126 |"
-    assert row == machine_cells + " 641 / 0 | 900 | 0.900 | not run |"
+    assert row == machine_cells + " 641 / 0 | 900 | 0.900 | not run | not run |"
 
 
 @pytest.mark.parametrize(
@@ -375,3 +402,38 @@ def test_readme_gpu_check_table_has_the_rows_columns():
     readme = (course.ROOT / "README.md").read_text()
     assert "python tools/gpu_check.py" in readme
     assert "| " + " | ".join(G.COLUMNS) + " |" in readme
+
+
+def test_real_ddp_benchmark_output_parses(monkeypatch, capsys):
+    """bench_ddp.py --device cuda's own printing (the runs stubbed: no GPU here) is read as the GPU check reads it."""
+    from helpers.simulate import simulated_machine
+
+    bench = course.load_benchmark("bench_ddp")
+    runs = []
+
+    def measured(ddp, steps, batch, device, nproc, threads, timeout):
+        runs.append((ddp, steps, batch, device, nproc if ddp else 1))
+        return 1900.0 if ddp else 1000.0
+
+    monkeypatch.setattr(bench, "measure", measured)
+    with simulated_machine(cuda=2):
+        assert bench.main(G.DDP_ARGS) == 0
+    ddp, one = (True, 200, 256, "cuda", 2), (False, 200, 256, "cuda", 1)  # 2 GPUs x 256 against 1 GPU x 256
+    assert runs == [ddp, one, one, ddp], "2 rounds, the order alternating; 2 GPUs x 256 against 1 GPU x 256"
+    out = capsys.readouterr().out
+    assert G.parse_ddp(out) == {"DDP 2 GPUs / 1 GPU": "1.90x"}
+    with pytest.raises(G.PhaseError, match="scales too little: 1.70x"):
+        monkeypatch.setattr(bench, "measure", lambda ddp, *a: 1700.0 if ddp else 1000.0)
+        with simulated_machine(cuda=2):
+            bench.main(G.DDP_ARGS)
+        G.parse_ddp(capsys.readouterr().out)
+
+
+def test_the_ddp_benchmark_without_enough_gpus_says_so(capsys):
+    from helpers.simulate import simulated_machine
+
+    bench = course.load_benchmark("bench_ddp")
+    with simulated_machine(cuda=1), pytest.raises(SystemExit) as exit_info:
+        bench.main(G.DDP_ARGS)
+    assert exit_info.value.code == 2
+    assert "needs 2 CUDA GPUs; this machine has 1" in capsys.readouterr().err

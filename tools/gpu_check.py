@@ -7,7 +7,9 @@ On a machine with a CUDA GPU it runs, one phase after another, each in its own p
 3. the training benchmark on ``cuda`` (``benchmarks/bench_training.py``);
 4. notebook 05's training (``python -m helpers.train_tudui``) for a few full-mode epochs on the
    synthetic fallback data;
-5. notebook 06's speed ladder on ``cuda`` (``benchmarks/bench_ladder.py``), whose best rung is reported.
+5. notebook 06's speed ladder on ``cuda`` (``benchmarks/bench_ladder.py``), whose best rung is reported;
+6. on machines with 2 GPUs or more: DDP on 2 GPUs against 1 (``benchmarks/bench_ddp.py --device cuda``,
+   notebook 08), whose scaling (images/s on 2 GPUs over 1 GPU; the goal is at least 1.8x) is reported.
 
 It then prints one results row for the README's GPU check table and exits 1 if any phase failed
 (0 when all passed). Without a CUDA GPU it says so and exits 0 with nothing run. All phases together
@@ -16,8 +18,8 @@ goes to ``runs/gpu_check/<phase>.log``.
 
 The benchmarks and the training run offline on purpose (proxy variables point at a closed local port):
 CIFAR-10 is then not downloaded and both train on the synthetic fallback, the same data on every
-machine. A new check (a multi-GPU ``torchrun`` run, say) is one more ``Phase`` in
-``PHASES``; ``min_gpus`` skips it on machines with fewer GPUs.
+machine. A new check is one more ``Phase`` in ``PHASES``; ``min_gpus`` skips it on machines with fewer
+GPUs (as the DDP phase on a machine with one GPU).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ TRAIN_ARGS = (
 # 17 ms and the course loop measured 0.937 of the bare loop: its per-epoch costs (a progress bar, one .item())
 # are a large share of so short an epoch. A CIFAR-10 epoch has 782 steps.
 BENCH_IMAGES = 4096
+DDP_ARGS = "--device cuda --gpus 2 --rounds 2 --timeout 40".split()  # 2 GPUs against 1, batch 256 per GPU
 CLOSED_PORT = "http://127.0.0.1:9"
 OFFLINE = {"http_proxy": CLOSED_PORT, "https_proxy": CLOSED_PORT, "HTTP_PROXY": CLOSED_PORT, "HTTPS_PROXY": CLOSED_PORT,
            "no_proxy": "", "NO_PROXY": ""}  # fmt: skip
@@ -67,6 +70,7 @@ COLUMNS = (
     "img/s (course loop)",
     "course / bare loop",
     "best ladder rung / article loop",
+    "DDP 2 GPUs / 1 GPU",
 )
 
 
@@ -195,6 +199,16 @@ def parse_ladder(output: str) -> dict[str, str]:
     return {"best ladder rung / article loop": f"{best.group(2)}x ({best.group(1)})"}
 
 
+def parse_ddp(output: str) -> dict[str, str]:
+    found = re.search(r"^2 GPUs / 1 GPU: ([\d.]+)x \(.*: (.+)\)$", output, re.MULTILINE)
+    if not found:
+        raise PhaseError("the DDP benchmark printed no scaling")
+    fields = {"DDP 2 GPUs / 1 GPU": f"{found.group(1)}x"}
+    if found.group(2) != "OK":
+        raise PhaseError(f"DDP on 2 GPUs scales too little: {found.group(1)}x ({found.group(2)})", fields)
+    return fields
+
+
 # --- the phases --------------------------------------------------------------------------------------
 
 PHASES: list[Phase] = [
@@ -202,15 +216,21 @@ PHASES: list[Phase] = [
     Phase(
         "suite",
         lambda c: [c.python, "-m", "pytest", "-q"],
-        420,
+        375,  # 420 before the DDP phase took 45 s; on the H200 the suite ran 1209 of 1377 tests in 300 s
         parse_pytest,
         env={"COURSE_DEVICE": "cuda", "COURSE_QUICK": "1"},
         needs_dev=True,
     ),
     Phase(
         "benchmark",
-        lambda c: [c.python, str(c.root / "benchmarks" / "bench_training.py"), "--device", "cuda", "--images",
-                   str(BENCH_IMAGES)],
+        lambda c: [
+            c.python,
+            str(c.root / "benchmarks" / "bench_training.py"),
+            "--device",
+            "cuda",
+            "--images",
+            str(BENCH_IMAGES),
+        ],
         45,
         parse_benchmark,
         env={"COURSE_QUICK": "0", **OFFLINE},
@@ -231,6 +251,14 @@ PHASES: list[Phase] = [
         parse_ladder,
         env={"COURSE_QUICK": "0", **OFFLINE},
         in_scratch=True,
+    ),
+    Phase(
+        "ddp",  # 4 runs (2 rounds): each starts its processes (a few seconds), then 200 steps of a fraction of a second
+        lambda c: [c.python, str(c.root / "benchmarks" / "bench_ddp.py"), *DDP_ARGS],
+        45,
+        parse_ddp,
+        in_scratch=True,
+        min_gpus=2,
     ),
 ]
 
