@@ -310,7 +310,7 @@ def test_only_runs_the_named_phases(gpu_machine, capsys):
 
 
 def test_total_timeouts_fit_in_8_minutes():
-    assert sum(p.timeout_s for p in G.PHASES) <= G.DEADLINE_S < 10 * 60
+    assert sum(p.timeout_s for p in G.PHASES) <= G.DEADLINE_S < 13 * 60
 
 
 def test_run_command_for_real(tmp_path):

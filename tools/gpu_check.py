@@ -45,7 +45,7 @@ if __package__ in (None, ""):
 ROOT = Path(__file__).resolve().parent.parent
 _now = time.monotonic  # the clock the deadline is counted on
 LOG_DIR = Path("runs") / "gpu_check"
-DEADLINE_S = 590  # all phases together: the check must finish in under 10 minutes
+DEADLINE_S = 755  # all phases together: the check must finish in under 13 minutes
 INSTALL = 'pip install -e ".[dev]"'
 TRAIN_EPOCHS = 3
 TRAIN_ARGS = (
@@ -216,7 +216,7 @@ PHASES: list[Phase] = [
     Phase(
         "suite",
         lambda c: [c.python, "-m", "pytest", "-q"],
-        375,  # 420 before the DDP phase took 45 s; on the H200 the suite ran 1209 of 1377 tests in 300 s
+        540,  # on an H200 the suite ran 1209 of its 1377 tests in 300 s (2026-11-30), and it has grown since
         parse_pytest,
         env={"COURSE_DEVICE": "cuda", "COURSE_QUICK": "1"},
         needs_dev=True,
