@@ -62,7 +62,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "process with the environment variable CUDA_LAUNCH_BLOCKING=1 so the traceback points at the failing "
         "operation. The CUDA context stays broken (every later CUDA call fails): restart the kernel or "
         "process after the fix.",
-        lesson="notebook 09 (the error clinic)",
+        lesson="notebook 09 (the error clinic), section 8",
     ),
     KnownError(
         key="label-out-of-range",
@@ -83,7 +83,8 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         fix="Use an index below torch.cuda.device_count(): choose the device once (plain 'cuda', or the course's "
         "pick_device()) instead of hard-coding cuda:N; under torchrun use cuda:LOCAL_RANK. "
         f"{DOCTOR} lists the GPUs this machine shows.",
-        lesson="notebook 09 (the error clinic); notebook 00 (prerequisites) counts GPUs and shows CUDA_VISIBLE_DEVICES",
+        lesson="notebook 09 (the error clinic), section 6; "
+        "notebook 00 (prerequisites) counts GPUs and shows CUDA_VISIBLE_DEVICES",
     ),
     KnownError(
         key="no-kernel-image",
@@ -99,7 +100,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         fix="Compare torch.cuda.get_device_capability() with torch.cuda.get_arch_list() (the architectures the "
         "wheel was built for), then install a build that lists it: a wheel for a newer CUDA for a new GPU "
         "(pytorch.org/get-started/locally), an older PyTorch release for an old one.",
-        lesson="notebook 09 (the error clinic)",
+        lesson="notebook 09 (the error clinic), section 12",
     ),
     KnownError(
         key="cuda-oom",

@@ -578,6 +578,9 @@ def test_explain_text_cli(capsys):
 
 CLINIC = "09"  # the error clinic notebook
 COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the lesson's own "section N"
+    "device-side-assert": ("09", "device-side assert triggered"),
+    "label-out-of-range": ("09", "out of bounds"),
+    "no-kernel-image": ("09", "no kernel image is available"),
     "fork-reinit": ("06", "Cannot re-initialize CUDA in forked subprocess"),
     "invalid-device-ordinal": ("00", "renumbered from 0"),
     "cuda-oom": ("07", "CUDA out of memory"),
