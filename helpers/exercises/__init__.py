@@ -82,6 +82,19 @@ def _shape_hint(check, args) -> str:
     return f"Check the type and shape of what your code returns. The exercise: {statement}"
 
 
+NOT_WRITTEN = "Not written yet: replace the `raise NotImplementedError` line with your code."
+"""The verdict on an exercise's untouched starter (its bare ``raise NotImplementedError``)."""
+
+
+def module_devices(module: torch.nn.Module) -> set[torch.device]:
+    """The devices of a module's parameters and buffers."""
+    return {t.device for t in list(module.parameters()) + list(module.buffers())}
+
+
+def device_names(devices) -> str:
+    return ", ".join(sorted(map(str, devices)))
+
+
 def call_learner(fn, *args, when: str = "", hint: str = ""):
     """Run the learner's function; return (result, None) or (None, failed feedback).
 
@@ -94,7 +107,7 @@ def call_learner(fn, *args, when: str = "", hint: str = ""):
         return fn(*args), None
     except NotImplementedError as err:
         if not str(err):  # the starter's bare `raise NotImplementedError`
-            return None, failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+            return None, failed(NOT_WRITTEN)
         error = err  # raised by torch itself, e.g. "Cannot copy out of meta tensor; no data!"
     except Exception as err:  # the learner's bug is the feedback
         error = err

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, device_names, exercise_check, failed, module_devices, passed
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]
@@ -41,10 +41,6 @@ def _saved_constants_differ(cls, module: nn.Module) -> bool:
             return not torch.allclose(other(x), module(x))
     except Exception:  # a forward that fails is reported below, with the hint that fits
         return False
-
-
-def _devices(module: nn.Module) -> set[torch.device]:
-    return {t.device for t in list(module.parameters()) + list(module.buffers())}
 
 
 @exercise_check
@@ -176,10 +172,10 @@ def predict(fn) -> object:
         try:
             result = fn(model, x, device)
         except Exception as err:  # report it through call_learner (on a fresh model), with the hint that fits
-            moved = _devices(model)
+            moved = module_devices(model)
             if moved != {device}:
                 hint = (
-                    f"Your model's parameters are on {', '.join(sorted(map(str, moved)))}, not on {device}: the "
+                    f"Your model's parameters are on {device_names(moved)}, not on {device}: the "
                     "model was not moved. " + PREDICT_HINT
                 )
             elif "copy out of meta" in str(err):

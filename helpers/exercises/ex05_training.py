@@ -15,16 +15,8 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
+from helpers.exercises import OTHER_DEVICE, call_learner, device_names, exercise_check, failed, module_devices, passed
 from helpers.models import Tudui, count_parameters
-
-
-def _devices(module: nn.Module) -> set[torch.device]:
-    return {t.device for t in list(module.parameters()) + list(module.buffers())}
-
-
-def _names(devices) -> str:
-    return ", ".join(sorted(map(str, devices)))
 
 
 def _batches(n_batches: int = 2, batch_size: int = 8):
@@ -53,13 +45,13 @@ def method1_loop(fn) -> object:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         loader = _batches()
         loss, error = _quietly(fn, model, loss_fn, optimizer, loader, device)
-        where = _devices(model)
+        where = module_devices(model)
         if error is not None:
             if isinstance(error, NotImplementedError) and not str(error):  # the starter: "Not written yet"
                 return call_learner(fn, model, loss_fn, optimizer, _batches(), device, hint=METHOD1_HINT)[1]
             if where != {device}:
                 return failed(
-                    f"Asked to train on {device}, the model stayed on {_names(where)}: "
+                    f"Asked to train on {device}, the model stayed on {device_names(where)}: "
                     "it was not moved with .to(device).",
                     METHOD1_HINT,
                 )
@@ -79,12 +71,12 @@ def method1_loop(fn) -> object:
         if where != {device}:
             if _unchanged(model, before):
                 return failed(
-                    f"Asked to train on {device}, your function left the model on {_names(where)} and did not "
+                    f"Asked to train on {device}, your function left the model on {device_names(where)} and did not "
                     "train it.",
                     METHOD1_HINT,
                 )
             return failed(
-                f"Asked to train on {device}, your model's parameters are on {_names(where)}. A method-2 loop "
+                f"Asked to train on {device}, your model's parameters are on {device_names(where)}. A method-2 loop "
                 "decides the device itself (torch.cuda.is_available() and .cuda()) and ignores `device`.",
                 METHOD1_HINT,
             )
@@ -133,7 +125,7 @@ def _left_behind(fn, device: torch.device) -> list[str]:
         model = Tudui()
         _, error = _quietly(fn, model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01),
                             batches, device)  # fmt: skip
-        return error is not None and _devices(model) == {device}
+        return error is not None and module_devices(model) == {device}
 
     if fails([tuple(t.to(device) for t in b) for b in _batches()]):
         return []  # fails even with everything in place: something else is wrong
@@ -261,7 +253,7 @@ def tudui_relu(cls) -> object:
             out = model(x)
         except Exception as err:  # the learner's bug is the feedback
             message = f"After model.to({device}), calling it on an input on {device} raised {type(err).__name__}: {err}"
-            if "device" in str(err) and _devices(model) == {device}:
+            if "device" in str(err) and module_devices(model) == {device}:
                 message += (
                     "\n  Every parameter is on the device, so the culprit is a layer or tensor created inside "
                     "forward(): .to() only moves what __init__ registered."

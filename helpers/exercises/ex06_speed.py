@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, exercise_check, failed, passed
+from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
 from helpers.speed import grad_scaler_works
 from helpers.sync_recorder import record_syncs
 
@@ -101,7 +101,7 @@ def _try(fn, *args):
 
 def _report(err: Exception, when: str = "", hint: str = ""):
     if isinstance(err, NotImplementedError) and not str(err):  # the starter's bare `raise NotImplementedError`
-        return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+        return failed(NOT_WRITTEN)
     where = f"{when}, your" if when else "Your"
     return failed(f"{where} code raised {type(err).__name__}: {err}", hint)
 

@@ -16,7 +16,7 @@ import io
 import torch
 from torch import nn
 
-from helpers.exercises import call_learner, exercise_check, failed, passed
+from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
 from helpers.memory import MiB, SavedTensors, measure_training_memory
 from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
 from helpers.models import Tudui
@@ -230,7 +230,7 @@ def batch_finder(fn):
     if isinstance(error, _TooManyCalls):
         return failed(f"Your function called try_batch more than {MAX_CALLS} times.", FINDER_HINT)
     if isinstance(error, NotImplementedError) and not str(error):
-        return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+        return failed(NOT_WRITTEN)
     if 0 in attempts.sizes:
         return failed("Your function tried a batch of 0: never go below 1.", FINDER_HINT)
     if (error is not None or result != expected) and expected in attempts.sizes and (result or 0) < expected:

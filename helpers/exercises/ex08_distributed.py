@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from helpers.checkpoints import tag_as_saved_on
-from helpers.exercises import call_learner, exercise_check, failed, passed
+from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
 from helpers.models import Tudui
 from helpers.simulate import simulated_machine
 
@@ -88,7 +88,7 @@ def rank_device(fn) -> object:
                     answer = fn(dict(strings))
                 except NotImplementedError as err:
                     if not str(err):
-                        return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+                        return failed(NOT_WRITTEN)
                     answer = None
                 except (Exception, SystemExit):  # any error is right here: no GPU of its own for this process
                     continue
@@ -102,7 +102,7 @@ def rank_device(fn) -> object:
                 answer = _no_exit(fn)(dict(strings))
             except Exception as err:
                 if isinstance(err, NotImplementedError) and not str(err):
-                    return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+                    return failed(NOT_WRITTEN)
                 rank_instead = env["RANK"] != env["LOCAL_RANK"]
                 return failed(
                     f"On {what}, your code raised {type(err).__name__}: {str(err).strip()[:200]}"
@@ -283,7 +283,7 @@ def load_ddp_checkpoint(fn) -> object:
     if error is not None:
         text = str(error)
         if isinstance(error, NotImplementedError) and not text:
-            return failed("Not written yet: replace the `raise NotImplementedError` line with your code.")
+            return failed(NOT_WRITTEN)
         if "deserialize object on a CUDA device" in text:
             return failed(
                 "torch.load tried to put the tensors back on cuda:0, where they were saved; this machine has no GPU.",

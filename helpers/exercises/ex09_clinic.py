@@ -39,18 +39,19 @@ from torch.utils.data import DataLoader
 
 from helpers.checkpoints import optimizer_state_devices, save, save_training, tag_as_saved_on
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed
+from helpers.exercises import (
+    NOT_WRITTEN,
+    OTHER_DEVICE,
+    call_learner,
+    device_names,
+    exercise_check,
+    failed,
+    module_devices,
+    passed,
+)
 from helpers.exercises.ex05_training import CLASS_COUNTS  # the rare class 9 (truck), as in notebook 05
 from helpers.models import Tudui
 from helpers.simulate import simulated_machine
-
-
-def _devices(module: nn.Module) -> set[torch.device]:
-    return {t.device for t in list(module.parameters()) + list(module.buffers())}
-
-
-def _names(devices) -> str:
-    return ", ".join(sorted(map(str, devices)))
 
 
 def _quietly(fn, *args):
@@ -65,9 +66,6 @@ def _quietly(fn, *args):
 
 def _unwritten(err: BaseException) -> bool:
     return isinstance(err, NotImplementedError) and not str(err)
-
-
-NOT_WRITTEN = "Not written yet: replace the `raise NotImplementedError` line with your code."
 
 
 # ---------------------------------------------------------------- GPU rules on meta
@@ -234,7 +232,7 @@ def _model_problem(make_model):
         message = (
             f"Your model on {OTHER_DEVICE}, called on images on {OTHER_DEVICE}, raised {type(error).__name__}: {error}"
         )
-        if _devices(model) == {OTHER_DEVICE}:
+        if module_devices(model) == {OTHER_DEVICE}:
             message += (
                 f"\n  Every parameter is on {OTHER_DEVICE}, so the culprit is a layer (or tensor) created inside "
                 "forward(): it is born on the CPU, and .to() only moves what __init__ registered. On a GPU this "
@@ -275,7 +273,7 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
         )
         return failed(f"Training on {device}, your code raised {type(error).__name__}: {text}", hint)
     op, args, odd, main, stepping = rules.refusals[-1]
-    where = _devices(built.models[-1])
+    where = module_devices(built.models[-1])
     if where != {device}:
         on_gpu = (
             " On a GPU: 'Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same'."
@@ -283,14 +281,15 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
             else ""
         )
         return failed(
-            f"Asked to train on {device}, the model stayed on {_names(where)}: it was never moved "
+            f"Asked to train on {device}, the model stayed on {device_names(where)}: it was never moved "
             f"({type(error).__name__}: {error}).{on_gpu}",
             "model = make_model().to(device), right after building it and before the optimizer.",
         )
     if stepping:
         state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
         return failed(
-            f"optimizer.step() found its momentum on {_names(state - {main}) or odd} and the parameters on {main}: "
+            f"optimizer.step() found its momentum on {device_names(state - {main}) or odd} and the parameters on "
+            f"{main}: "
             "optimizer.load_state_dict() puts the state beside the parameters as they are at that moment (still "
             f"on the CPU), and model.to({device}) afterwards moves the parameters, not the optimizer's state. On a "
             "GPU: 'Expected all tensors to be on the same device'.",
@@ -359,16 +358,17 @@ def fixed_training(train, make_model=None) -> object:
         return _meta_diagnosis(error, rules, built, OTHER_DEVICE)
     if not built.models:
         return failed("Your train() never called make_model(): build the model with it.", TRAIN_HINT)
-    where = _devices(built.models[-1])
+    where = module_devices(built.models[-1])
     if where != {OTHER_DEVICE}:
         return failed(
-            f"Asked to train on {OTHER_DEVICE} (a device that is never the CPU), your model is on {_names(where)}.",
+            f"Asked to train on {OTHER_DEVICE} (a device that is never the CPU), your model is on "
+            f"{device_names(where)}.",
             "Use the `device` argument you are given: model = make_model().to(device), before the optimizer.",
         )
     state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
     if state - {OTHER_DEVICE}:
         return failed(
-            f"After training on {OTHER_DEVICE}, the optimizer's state is on {_names(state)}.",
+            f"After training on {OTHER_DEVICE}, the optimizer's state is on {device_names(state)}.",
             "Move the model first, then build the optimizer and load its state.",
         )
     problem = _floats_problem(losses, len(batches))
@@ -527,7 +527,7 @@ def _load_result_problem(model, device, expected: dict, what: str, where: str):
             if places == {torch.device("cpu")}
             else ""
         )
-        return failed(f"{where}, asked for {device}, your model's tensors are on {_names(places)}.{moved}",
+        return failed(f"{where}, asked for {device}, your model's tensors are on {device_names(places)}.{moved}",
                       "Return model.to(device). (With load_state_dict(..., assign=True) the model takes the loaded "
                       "tensors themselves, on the device torch.load put them.)")  # fmt: skip
     if device.type != "meta" and not all(torch.equal(state[k].cpu(), v) for k, v in expected.items()):
