@@ -2,8 +2,8 @@
 
 Only these queries are faked: ``torch.cuda`` is_available, device_count, init, current_device,
 get_device_name, get_device_properties, mem_get_info, get_arch_list when given (and is_initialized
-when CUDA cannot start); ``torch.backends.mps.is_available`` and ``torch.mps`` is_available /
-device_count (where they exist); ``torch.version.cuda`` and ``hip``; ``torch.accelerator``
+when CUDA cannot start); ``torch.backends.mps`` is_available and is_built (True on a simulated Mac);
+``torch.mps`` is_available / device_count (where they exist); ``torch.version.cuda`` and ``hip``; ``torch.accelerator``
 current_accelerator, is_available, device_count; and, for ``other_accelerator``, that backend's
 is_available / device_count. No tensor can really be put on a simulated GPU.
 
@@ -157,6 +157,7 @@ def simulated_machine(
             return torch.device("mps")
         return torch.device("cuda") if cuda_build and not check_available else None
 
+    real_mps_built = torch.backends.mps.is_built
     patches = [
         mock.patch.object(torch.cuda, "is_available", lambda: usable > 0),
         mock.patch.object(torch.cuda, "device_count", lambda: counted),
@@ -166,6 +167,7 @@ def simulated_machine(
         mock.patch.object(torch.cuda, "get_device_properties", properties),
         mock.patch.object(torch.cuda, "get_device_name", lambda device=None: properties(device).name),
         mock.patch.object(torch.backends.mps, "is_available", lambda: mps),
+        mock.patch.object(torch.backends.mps, "is_built", lambda: mps or real_mps_built()),  # a Mac's build has MPS
         mock.patch.object(torch.version, "cuda", "12.6" if cuda_build and rocm is None else None),
         mock.patch.object(torch.version, "hip", rocm, create=True),
         mock.patch.object(torch.accelerator, "current_accelerator", accelerator),
