@@ -270,11 +270,20 @@ def choice_checks_in_a_loop():
     return torch.device("cpu")
 
 
+def choice_mps_built_and_available():
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_built() and torch.backends.mps.is_available():  # a Mac's build, and macOS 12.3+
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
 @pytest.mark.parametrize(
     "fn",
     [
         right_choice,
         choice_chain,
+        choice_mps_built_and_available,
         choice_mps_module,
         choice_conditional_expression,
         choice_course_helper,
