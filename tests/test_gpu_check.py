@@ -268,7 +268,7 @@ def test_missing_dev_packages_reads_the_dev_extra(monkeypatch):
     real = metadata.version
 
     def version(name):
-        if name in ("nbval", "ipykernel"):  # the GPU machine's Python: pytest, but no Jupyter
+        if name in ("nbval", "ipykernel"):  # the GPU machine's Python: pytest, but no Jupyter (ipykernel: via lab)
             raise metadata.PackageNotFoundError(name)
         return real(name)
 
@@ -398,10 +398,10 @@ def test_real_training_output_parses(monkeypatch, tmp_path, capsys):
     assert G.parse_training(TRAIN_OK) == {"training": "3 epochs in 21 s, test accuracy 71.3%"}
 
 
-def test_readme_gpu_check_table_has_the_rows_columns():
-    readme = (course.ROOT / "README.md").read_text()
-    assert "python tools/gpu_check.py" in readme
-    assert "| " + " | ".join(G.COLUMNS) + " |" in readme
+def test_benchmarks_gpu_check_table_has_the_rows_columns():
+    benchmarks = (course.ROOT / "BENCHMARKS.md").read_text()
+    assert "python tools/gpu_check.py" in benchmarks
+    assert "| " + " | ".join(G.COLUMNS) + " |" in benchmarks
 
 
 def test_real_ddp_benchmark_output_parses(monkeypatch, capsys):

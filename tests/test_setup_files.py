@@ -35,7 +35,7 @@ def environment_yml() -> tuple[list[str], list[str]]:
 
 def test_environment_yml_installs_pyproject_and_nothing_else():
     conda, pip = environment_yml()
-    assert pip == ["-e .[dev]"], "list packages in pyproject.toml only"
+    assert pip == ["-e .[lab]"], "list packages in pyproject.toml only: the learner's install"
     assert [d.split("=")[0] for d in conda if d != "conda-forge"] == ["python", "pip"]
 
 
@@ -47,10 +47,31 @@ def test_environment_python_satisfies_requires_python():
 
 
 def test_design_card_packages_and_ranges():
-    deps = PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["dev"]
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    deps = PYPROJECT["project"]["dependencies"] + extras["lab"] + extras["dev"]
     names = {re.split(r"[<>=!\[ ]", d)[0] for d in deps}
     assert {"torch", "torchvision", "matplotlib", "jupyterlab", "nbval"} <= names
     assert not [d for d in deps if "==" in d], "state a supported range, do not pin"
+
+
+def test_learners_install_brings_jupyterlab_and_no_test_tools():
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    lab = {re.split(r"[<>=!\[ ]", d)[0] for d in extras["lab"]}
+    assert "jupyterlab" in lab and not lab & {"pytest", "nbval", "ruff"}
+    assert f"{PYPROJECT['project']['name']}[lab]" in extras["dev"], "dev = lab + the test tools"
+    assert 'pip install -e ".[lab]"' in README
+
+
+def test_readme_quick_start_comes_first_and_fits_a_screen():
+    """A learner reads how to install before anything for maintainers; the CPU-only build comes first."""
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert len(quick.splitlines()) <= 45, "the quick start fits one screen"
+    assert README.index("## Quick start") < README.index("## Notebooks") < README.index("## Maintaining")
+    first_install = quick.index("pip install")
+    first_line = quick[first_install:].splitlines()[0]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in first_line, "the CPU-only build is the first install"
+    assert quick.index("without** an NVIDIA GPU") < first_install
+    assert "python -m helpers.doctor" in quick
 
 
 def ci_commands() -> list[tuple[str, str]]:

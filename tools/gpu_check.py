@@ -11,7 +11,7 @@ On a machine with a CUDA GPU it runs, one phase after another, each in its own p
 6. on machines with 2 GPUs or more: DDP on 2 GPUs against 1 (``benchmarks/bench_ddp.py --device cuda``,
    notebook 08), whose scaling (images/s on 2 GPUs over 1 GPU; the goal is at least 1.8x) is reported.
 
-It then prints one results row for the README's GPU check table and exits 1 if any phase failed
+It then prints one results row for BENCHMARKS.md's GPU check table and exits 1 if any phase failed
 (0 when all passed). Without a CUDA GPU it says so and exits 0 with nothing run. All phases together
 stay under ``DEADLINE_S`` (each phase's timeout is cut to what is left). The full output of each phase
 goes to ``runs/gpu_check/<phase>.log``.
@@ -60,7 +60,7 @@ CLOSED_PORT = "http://127.0.0.1:9"
 OFFLINE = {"http_proxy": CLOSED_PORT, "https_proxy": CLOSED_PORT, "HTTP_PROXY": CLOSED_PORT, "HTTPS_PROXY": CLOSED_PORT,
            "no_proxy": "", "NO_PROXY": ""}  # fmt: skip
 
-# The README's GPU check table: one column per field of the results row, in this order.
+# BENCHMARKS.md's GPU check table: one column per field of the results row, in this order.
 COLUMNS = (
     "date",
     "GPU",
@@ -290,17 +290,22 @@ def nvidia_driver() -> str | None:
 
 
 def missing_dev_packages(root: Path = ROOT) -> list[str]:
-    """The dev extra's packages (pyproject.toml) that are not installed."""
+    """The dev extra's packages (pyproject.toml, with the extras it names of the course itself) not installed."""
     with open(root / "pyproject.toml", "rb") as f:
-        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+        project = tomllib.load(f)["project"]
+    extras, wanted = project["optional-dependencies"], list(project["optional-dependencies"]["dev"])
     missing = []
-    for requirement in dev:
+    while wanted:
+        requirement = wanted.pop(0)
         name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
+        if name == project["name"]:  # "pytorch-cpu-gpu-course[lab]": that extra's packages
+            wanted += [r for extra in re.findall(r"\w+", requirement.split("[", 1)[1]) for r in extras[extra]]
+            continue
         try:
             metadata.version(name)
         except metadata.PackageNotFoundError:
             missing.append(name)
-    return missing
+    return sorted(missing)
 
 
 def run_command(command: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
@@ -349,7 +354,7 @@ def run_phase(phase: Phase, context: Context, timeout_s: float, log_dir: Path) -
 
 
 def results_row(machine: Machine, results: list[Result], date: datetime.date | None = None) -> str:
-    """One markdown table row with the README's GPU check COLUMNS."""
+    """One markdown table row with BENCHMARKS.md's GPU check COLUMNS."""
     fields = {"date": (date or datetime.date.today()).isoformat(), "GPU": machine.gpu_text(),
               "driver": machine.driver or "unknown", "torch": machine.torch}  # fmt: skip
     for result in results:
@@ -402,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         results = check(machine, Context(ROOT, Path(scratch)), phases, log_dir, DEADLINE_S)
     failed = [r for r in results if r.status not in ("passed", "skipped")]
     print(f"\nDone in {_now() - start:.0f} s; full output of each phase in {LOG_DIR.as_posix()}/.")
-    print("Results row for the README's GPU check table:\n")
+    print("Results row for BENCHMARKS.md's GPU check table:\n")
     print("| " + " | ".join(COLUMNS) + " |")
     print(results_row(machine, results))
     if failed:
