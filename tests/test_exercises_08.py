@@ -4,6 +4,7 @@ import os
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torch.utils.data import DataLoader, DistributedSampler, Subset
@@ -70,7 +71,39 @@ def device_list(env):
     return [device, "nccl"]
 
 
-@pytest.mark.parametrize("fn", [device_plain, device_os_environ, device_accelerator, device_backend_table, device_list])
+def device_torch_accelerator(env):
+    local_rank = int(env["LOCAL_RANK"])
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    if accelerator is None or accelerator.type != "cuda":  # no GPU, or a Mac's MPS: the CPU and gloo
+        return torch.device("cpu"), "gloo"
+    if local_rank >= torch.accelerator.device_count():
+        raise RuntimeError(f"LOCAL_RANK {local_rank}, {torch.accelerator.device_count()} GPUs")
+    torch.accelerator.set_device_index(local_rank)
+    return torch.device(accelerator.type, local_rank), dist.get_default_backend_for_device(accelerator)
+
+
+def device_bare_cuda_after_set_device(env):
+    if not torch.cuda.is_available():
+        return torch.device("cpu"), "gloo"
+    local_rank = int(env["LOCAL_RANK"])
+    if local_rank >= torch.cuda.device_count():
+        raise RuntimeError("more processes than GPUs")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda"), "nccl"  # the current GPU, set on the line above
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        device_plain,
+        device_os_environ,
+        device_accelerator,
+        device_backend_table,
+        device_list,
+        device_torch_accelerator,
+        device_bare_cuda_after_set_device,
+    ],
+)
 def test_rank_device_accepts(fn, capsys):
     assert check.rank_device(fn), capsys.readouterr().out
 
@@ -114,6 +147,16 @@ def device_wraps_around(env):
     return torch.device("cpu"), "gloo"
 
 
+def device_accelerator_not_made_current(env):
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    if accelerator is None or accelerator.type != "cuda":
+        return torch.device("cpu"), "gloo"
+    local_rank = int(env["LOCAL_RANK"])
+    if local_rank >= torch.accelerator.device_count():
+        raise RuntimeError("too many")
+    return torch.device("cuda", local_rank), "nccl"  # right device, but GPU 0 stays current
+
+
 def device_mps(env):
     if torch.backends.mps.is_available():
         return torch.device("mps"), "gloo"
@@ -128,6 +171,7 @@ def device_mps(env):
         (device_nccl_always, "NCCL needs CUDA GPUs"),
         (device_bare_cuda, "without an index"),
         (device_no_set_device, "torch.cuda.set_device"),
+        (device_accelerator_not_made_current, "did not make cuda:2 the current GPU"),
         (device_wraps_around, "instead of stopping with an error"),
         (device_mps, "no backend for MPS"),
     ],
@@ -220,11 +264,68 @@ def epochs_drop_last(model, dataset, rank, world_size, epochs, save):
             save(model.state_dict(), epoch)
 
 
+def epochs_barrier_after_save(model, dataset, rank, world_size, epochs, save):
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            _step(model, optimizer, x, y)
+        if rank == 0:
+            save(model.state_dict(), epoch)
+        dist.barrier()  # unguarded, on every rank: what a real job does after the rank-0 save
+
+
+def epochs_from_the_process_group(model, dataset, rank, world_size, epochs, save):
+    sampler = DistributedSampler(dataset)  # num_replicas and rank from the process group
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            _step(model, optimizer, x, y)
+        if dist.get_rank() == 0:
+            save(model.state_dict(), epoch)
+
+
+def epochs_set_next_epoch_at_the_end(model, dataset, rank, world_size, epochs, save):
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        for x, y in loader:
+            _step(model, optimizer, x, y)
+        if rank == 0:
+            save(model.state_dict(), epoch)
+        sampler.set_epoch(epoch + 1)  # the next epoch's order, set before its loop
+
+
 @pytest.mark.parametrize(
-    "fn", [epochs_fixed, epochs_new_sampler_each_epoch, epochs_by_hand, epochs_subset, epochs_drop_last]
+    "fn",
+    [
+        epochs_fixed,
+        epochs_new_sampler_each_epoch,
+        epochs_by_hand,
+        epochs_subset,
+        epochs_drop_last,
+        epochs_barrier_after_save,
+        epochs_from_the_process_group,
+        epochs_set_next_epoch_at_the_end,
+    ],
 )
 def test_train_epochs_accepts(fn, capsys):
     assert check.train_epochs(fn), capsys.readouterr().out
+    assert not dist.is_initialized()  # the check's one-process group is gone again
+
+
+def test_train_epochs_keeps_a_process_group_already_there():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert check.train_epochs(epochs_barrier_after_save)
+        assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+    finally:
+        dist.destroy_process_group()
 
 
 def epochs_saves_everywhere(model, dataset, rank, world_size, epochs, save):
@@ -272,6 +373,18 @@ def epochs_set_epoch_zero(model, dataset, rank, world_size, epochs, save):
             save(model.state_dict(), epoch)
 
 
+def epochs_set_epoch_at_the_end(model, dataset, rank, world_size, epochs, save):
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True)
+    loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        for x, y in loader:
+            _step(model, optimizer, x, y)
+        if rank == 0:
+            save(model.state_dict(), epoch)
+        sampler.set_epoch(epoch)  # too late: epochs 1 and 2 both read epoch 0's order
+
+
 def epochs_saves_once(model, dataset, rank, world_size, epochs, save):
     epochs_fixed(model, dataset, rank, world_size, epochs, lambda *a, **k: None)
     if rank == 0:
@@ -283,6 +396,7 @@ def epochs_saves_once(model, dataset, rank, world_size, epochs, save):
     [
         (starter_epochs, "in the same order in all 3 epochs"),
         (epochs_set_epoch_zero, "sampler.set_epoch(epoch)"),
+        (epochs_set_epoch_at_the_end, "read epochs 1 and 2 (of 3) in the same order"),
         (epochs_saves_everywhere, "Rank 1 saved a checkpoint too"),
         (epochs_no_sampler, "read the whole dataset in every epoch"),
         (epochs_seed_per_rank, "ranks 0 and 1 both read samples"),
@@ -363,6 +477,13 @@ def load_not_strict(path):
     return model
 
 
+def load_lstrip(path):
+    state = torch.load(path, map_location="cpu")
+    model = Tudui()
+    model.load_state_dict({k.lstrip("module."): v for k, v in state.items()})  # strips characters, not a prefix
+    return model
+
+
 def load_returns_state(path):
     state = torch.load(path, map_location="cpu")
     consume_prefix_in_state_dict_if_present(state, "module.")
@@ -377,8 +498,16 @@ def load_returns_state(path):
         (load_keeps_prefix, "start with 'module.'"),
         (load_not_strict, "strict=False"),
         (load_returns_state, "You returned the state_dict"),
+        (load_lstrip, "turned the saved key 'module.model.0.weight' into '0.weight'"),
     ],
 )
 def test_load_ddp_checkpoint_rejects(fn, fragment, capsys):
     feedback = check.load_ddp_checkpoint(fn)
     assert not feedback and fragment in feedback.message, feedback.message
+
+
+def test_lstrip_is_named_as_the_cause():
+    feedback = check.load_ddp_checkpoint(load_lstrip)
+    assert "expects 'model.0.weight'" in feedback.message and "str.lstrip('module.')" in feedback.message
+    assert "does not remove a prefix" in feedback.message
+    assert "Error(s) in loading state_dict" not in feedback.message

@@ -3,12 +3,14 @@
 - ``rank_device`` runs the learner's function on simulated machines (a CPU laptop, a Mac, one node of
   a 2 x 4-GPU cluster, a machine with fewer GPUs than processes) with torchrun's environment, and
   judges the device and backend it returns and the GPU it makes current (``torch.cuda.set_device``
-  is recorded, not called), as a GPU machine would observe them.
-- ``train_epochs`` runs the learner's loop as rank 0 and rank 1 of a 2-process job (no process group
-  is needed to see what each rank reads and saves) and judges which samples each rank read in
-  each epoch and who saved what.
+  and ``torch.accelerator.set_device_index`` are recorded, not called), as a GPU machine would observe
+  them: a bare ``"cuda"`` means the current GPU.
+- ``train_epochs`` runs the learner's loop as rank 0 and rank 1 of a 2-process job, each in a real
+  one-process gloo group (so a ``dist.barrier()`` works) with ``dist.get_rank()`` answering for that
+  rank, and judges which samples each rank read in each epoch (a new order every epoch) and who saved.
 - ``load_ddp_checkpoint`` writes the file a DDP job's rank 0 writes on a GPU (``module.`` keys, tensors
-  tagged ``cuda:0``) and loads it with the learner's function on a simulated CPU-only machine.
+  tagged ``cuda:0``) and loads it with the learner's function on a simulated CPU-only machine; a key
+  renamed wrongly is named with what it became.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import tempfile
 from pathlib import Path
 from unittest import mock
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
@@ -32,8 +36,9 @@ from helpers.simulate import simulated_machine
 # ------------------------------------------------------------------ (1) the device of one rank
 
 DEVICE_HINT = (
-    "GPUs: device = torch.device('cuda', int(env['LOCAL_RANK'])), torch.cuda.set_device(device), backend 'nccl'; "
-    "no CUDA GPU: torch.device('cpu') and 'gloo'. Raise an error when LOCAL_RANK >= torch.cuda.device_count()."
+    "GPUs: device = torch.device('cuda', int(env['LOCAL_RANK'])), made current with torch.cuda.set_device(device) "
+    "(or torch.accelerator.set_device_index), backend 'nccl'; no CUDA GPU: torch.device('cpu') and 'gloo'. "
+    "Raise an error when LOCAL_RANK >= torch.cuda.device_count()."
 )
 
 # (what the machine is, simulated_machine arguments, torchrun's environment, expected device or None for an error)
@@ -56,13 +61,37 @@ def _index(device) -> int | None:
 
 @contextlib.contextmanager
 def _torchrun_env(machine: dict, env: dict):
-    """A simulated machine, torchrun's variables in os.environ, and torch.cuda.set_device recorded."""
+    """A simulated machine, torchrun's variables in os.environ, and the current GPU recorded.
+
+    ``torch.cuda.set_device`` and ``torch.accelerator.set_device_index`` (two routes to the same current
+    device) are recorded, not called; ``torch.cuda.current_device`` and
+    ``torch.accelerator.current_device_index`` then answer with the recorded GPU, as on a real machine.
+    """
     calls: list[int | None] = []
-    with simulated_machine(**machine):
+
+    def current() -> int:
+        return calls[-1] if calls and calls[-1] is not None else 0
+
+    def record(d) -> None:
+        calls.append(_index(d))
+
+    setters = [(torch.cuda, "set_device")]
+    getters = [(torch.cuda, "current_device")]
+    for name in ("set_device_index", "set_device_idx"):  # torch.accelerator, torch 2.6 and newer
+        if hasattr(torch.accelerator, name):
+            setters.append((torch.accelerator, name))
+    for name in ("current_device_index", "current_device_idx"):
+        if hasattr(torch.accelerator, name):
+            getters.append((torch.accelerator, name))
+    with simulated_machine(**machine), contextlib.ExitStack() as stack:
         os.environ.update({k: str(v) for k, v in env.items()})
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
-        with mock.patch.object(torch.cuda, "set_device", lambda d: calls.append(_index(d))):
-            yield calls
+        for module, name in setters:
+            stack.enter_context(mock.patch.object(module, name, record))
+        if machine.get("cuda"):  # with GPUs, the current one is the one set; without, torch's own answer stays
+            for module, name in getters:
+                stack.enter_context(mock.patch.object(module, name, current))
+        yield calls
 
 
 def _no_exit(fn):
@@ -127,14 +156,18 @@ def rank_device(fn) -> object:
                 return failed(f"On {what}, you chose the backend {backend!r}: NCCL needs CUDA GPUs.",
                               "The CPU's backend is 'gloo'.")  # fmt: skip
             if current:
-                return failed(f"On {what}, your function called torch.cuda.set_device: there is no GPU.", DEVICE_HINT)
+                return failed(f"On {what}, your function made a GPU current (set_device): there is no GPU.",
+                              DEVICE_HINT)  # fmt: skip
             continue
         if device.type == "cuda" and device.index is None:
-            return failed(
-                f"On {what}, you chose {str(device)!r} without an index: every process of the machine would use "
-                "its current GPU, GPU 0.",
-                "torch.device('cuda', local_rank): each process on its own GPU.",
-            )
+            if not current or current[-1] is None:
+                return failed(
+                    f"On {what}, you chose {str(device)!r} without an index and made no GPU current: every "
+                    "process of the machine would use GPU 0.",
+                    "torch.device('cuda', local_rank), or make this process's GPU current: a bare 'cuda' then "
+                    "means that GPU.",
+                )
+            device = torch.device("cuda", current[-1])  # where a bare "cuda" puts tensors: the current GPU
         if str(device) != expected:
             uses_rank = device == torch.device("cuda", env["RANK"])
             return failed(
@@ -145,12 +178,14 @@ def rank_device(fn) -> object:
         if backend != "nccl":
             return failed(f"On {what}, you chose the backend {backend!r} for GPUs.",
                           "NCCL is the backend for CUDA GPUs (gloo would copy through the CPU).")  # fmt: skip
-        if not current or current[-1] != device.index:
+        made_current = current[-1] if current and current[-1] is not None else 0  # GPU 0 unless one is set
+        if made_current != device.index:
             return failed(
-                f"On {what}, your function did not make {device} the current GPU (torch.cuda.set_device"
-                f"{'' if not current else f' was called with {current[-1]}'}).",
-                "Call torch.cuda.set_device(device): NCCL and any bare 'cuda' then mean this process's GPU, "
-                "not GPU 0 for every process.",
+                f"On {what}, your function did not make {device} the current GPU ("
+                + (f"it made GPU {current[-1]} current" if current else "GPU 0 stays current")
+                + ").",
+                "Call torch.cuda.set_device(device) (or torch.accelerator.set_device_index): NCCL and any bare "
+                "'cuda' then mean this process's GPU, not GPU 0 for every process.",
             )
     return passed(
         "One process per GPU, picked by LOCAL_RANK and made current; gloo on the CPU; an error when there are "
@@ -178,6 +213,29 @@ class _Recorded(Dataset):
         return self.x[i], self.y[i]
 
 
+@contextlib.contextmanager
+def _as_rank(rank: int, world_size: int):
+    """Run as ``rank`` of ``world_size``: a real one-process gloo group, so that ``dist.barrier()`` and the
+    other collectives a rank calls work, with ``dist.get_rank()`` and ``dist.get_world_size()`` (for the
+    default group, as ``DistributedSampler`` without arguments asks them) answering for the rank simulated.
+    A group that is already there (the learner's own) is used and left as it was."""
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        real_rank, real_size = dist.get_rank, dist.get_world_size
+        with (
+            mock.patch.object(dist, "get_rank", lambda group=None: rank if group is None else real_rank(group)),
+            mock.patch.object(
+                dist, "get_world_size", lambda group=None: world_size if group is None else real_size(group)
+            ),
+        ):
+            yield
+    finally:
+        if created and dist.is_initialized():
+            dist.destroy_process_group()
+
+
 EPOCH_HINT = (
     "sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True); "
     "DataLoader(dataset, batch_size=4, sampler=sampler); sampler.set_epoch(epoch) at the start of each epoch; "
@@ -200,8 +258,9 @@ def train_epochs(fn) -> object:
         def save(state_dict, epoch=None, saved=saved):
             saved.append(({k: v.detach().clone() for k, v in state_dict.items()}, epoch))
 
-        _, problem = call_learner(fn, model, dataset, rank, world_size, epochs, save,
-                                  when=f"As rank {rank} of {world_size}", hint=EPOCH_HINT)  # fmt: skip
+        with _as_rank(rank, world_size):
+            _, problem = call_learner(fn, model, dataset, rank, world_size, epochs, save,
+                                      when=f"As rank {rank} of {world_size}", hint=EPOCH_HINT)  # fmt: skip
         if problem is not None:
             return problem
         runs[rank] = (model, before, dataset.read, saved)
@@ -229,13 +288,24 @@ def train_epochs(fn) -> object:
                 "its own part of the data, or the job does the same work twice.",
                 EPOCH_HINT,
             )
-    orders = [tuple(per_epoch[0][e]) for e in range(epochs)]
-    if len(set(orders)) == 1:
-        return failed(
-            f"Rank 0 read its samples in the same order in all {epochs} epochs ({list(orders[0][:6])}...): "
-            "DistributedSampler shuffles with seed + epoch, and the epoch stays 0 unless you set it.",
-            "Call sampler.set_epoch(epoch) at the start of every epoch, on every rank.",
-        )
+    for rank in runs:
+        orders = [tuple(per_epoch[rank][e]) for e in range(epochs)]
+        if len(set(orders)) == 1:
+            return failed(
+                f"Rank {rank} read its samples in the same order in all {epochs} epochs ({list(orders[0][:6])}...): "
+                "DistributedSampler shuffles with seed + epoch, and the epoch stays 0 unless you set it.",
+                "Call sampler.set_epoch(epoch) at the start of every epoch, on every rank.",
+            )
+        repeats = [(a, b) for a in range(epochs) for b in range(a + 1, epochs) if orders[a] == orders[b]]
+        if repeats:
+            a, b = repeats[0]
+            return failed(
+                f"Rank {rank} read epochs {a + 1} and {b + 1} (of {epochs}) in the same order "
+                f"({list(orders[a][:6])}...): each epoch should bring a new order. An epoch reads the order of the "
+                "last set_epoch() before its loop; a set_epoch(epoch) after the loop, for instance, sets the next "
+                "epoch's order, and the first two epochs both shuffle with epoch 0.",
+                "Call sampler.set_epoch(epoch) at the start of every epoch, before the loop over the loader.",
+            )
     if runs[1][3]:
         return failed(
             f"Rank 1 saved a checkpoint too ({len(runs[1][3])} time(s)): with N processes, N copies of the same "
@@ -266,6 +336,28 @@ LOAD_HINT = (
 )
 
 
+def _quoted_keys(text: str, label: str) -> list[str]:
+    """The keys load_state_dict names after ``label`` ("Unexpected key(s)" or "Missing key(s)")."""
+    found = re.search(re.escape(label) + r" in state_dict: ([^\n]*)", text)
+    return re.findall(r'"([^"]+)"', found.group(1)) if found else []
+
+
+def _renamed_key(text: str, saved_keys: list[str]) -> tuple[str, str, str] | None:
+    """(saved key, what the learner's code made of it, what Tudui expects) from load_state_dict's error.
+
+    Only for keys that lost more or less than the ``module.`` prefix; a key that still starts with
+    ``module.`` has its own feedback.
+    """
+    for became in _quoted_keys(text, "Unexpected key(s)"):
+        if became.startswith("module."):
+            continue
+        for saved in saved_keys:
+            expected = saved.removeprefix("module.")
+            if became != expected and (saved.endswith(became) or became.endswith(expected)):
+                return saved, became, expected
+    return None
+
+
 @exercise_check
 def load_ddp_checkpoint(fn) -> object:
     """``fn(path)``: a plain Tudui on the CPU with the weights that DDP's rank 0 saved on a GPU at ``path``."""
@@ -273,6 +365,7 @@ def load_ddp_checkpoint(fn) -> object:
     trained = Tudui()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "tudui_ddp.pt"
+        saved_keys = [f"module.{k}" for k in trained.state_dict()]
         with tag_as_saved_on("cuda:0"):  # the file a GPU machine writes
             torch.save({f"module.{k}": v for k, v in trained.state_dict().items()}, path)
         with simulated_machine(cuda=0):  # a laptop without a GPU
@@ -294,6 +387,21 @@ def load_ddp_checkpoint(fn) -> object:
                 "The keys in the file start with 'module.' (DDP's wrapper); a plain Tudui's keys do not.",
                 "consume_prefix_in_state_dict_if_present(state, 'module.') from torch.nn.modules.utils, "
                 "or {k.removeprefix('module.'): v for k, v in state.items()}.",
+            )
+        renamed = _renamed_key(text, saved_keys)
+        if renamed is not None:
+            saved, became, expected = renamed
+            lstrip = saved.lstrip("module.") == became
+            return failed(
+                f"Your code turned the saved key {saved!r} into {became!r}; a plain Tudui expects {expected!r}."
+                + (
+                    " str.lstrip('module.') removes every leading character that is in 'module.' (m, o, d, u, l, "
+                    "e and the dot), so it also ate the 'model.' that follows: it does not remove a prefix."
+                    if lstrip
+                    else ""
+                ),
+                "Remove exactly the 'module.' prefix and nothing more: str.removeprefix, slicing by its length, or "
+                "consume_prefix_in_state_dict_if_present from torch.nn.modules.utils.",
             )
         first = text.strip().splitlines()[0] if text.strip() else ""
         return failed(f"On a machine without a GPU, your code raised {type(error).__name__}: {first}", LOAD_HINT)
