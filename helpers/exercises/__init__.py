@@ -3,10 +3,17 @@
 A check runs the learner's function on the course device and answers with what is wrong and a
 hint. It prints its verdict and returns a :class:`Feedback` that is truthy only on success, so a
 solutions notebook can ``assert check(...)``.
+
+Hints come in two levels. The first says what is wrong, on which machine or input, and where to look
+in the notebook; the learner asks for the second by calling the check again with ``hint=2``
+(``check.move_to(move_to, hint=2)``), which goes further: the idea, the call to read up on, a smaller
+example to compare with. Neither level prints the answer. A check gives the second level with
+``failed(message, hint, more=..., see=...)``; without ``more`` its feedback reads as before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +40,32 @@ def passed(message: str) -> Feedback:
     return feedback
 
 
-def failed(message: str, hint: str = "") -> Feedback:
-    feedback = Feedback(False, f"{message}\n  Hint: {hint}" if hint else message)
+_LEVEL: contextvars.ContextVar[int] = contextvars.ContextVar("hint_level", default=1)
+"""The hint level the learner asked for (``hint=2`` in the check's call); set by :func:`exercise_check`."""
+_ASK: contextvars.ContextVar[str] = contextvars.ContextVar("ask_for_more", default="")
+"""How to call the running check again for the second level, e.g. ``check.move_to(move_to, hint=2)``."""
+
+
+def failed(message: str, hint: str = "", *, more: str = "", see: str = "") -> Feedback:
+    """A ``[TRY AGAIN]`` verdict: ``message`` (what is wrong, observed where), then ``hint``.
+
+    ``see`` names the notebook's section to re-read (its heading as the learner sees it). ``more`` is the
+    second-level hint, shown when the learner calls the check with ``hint=2``; at the first level one
+    short line says how to ask for it.
+    """
+    lines = [message]
+    if hint:
+        lines.append(f"  Hint: {hint}")
+    if see:
+        lines.append(f'  Where to look: "{see}", in this notebook.')
+    if more and _LEVEL.get() >= 2:
+        lines.append(f"  More: {more}")
+    elif more:
+        ask = _ASK.get() or "Calling the check again with hint=2"
+        lines.append(f"  Stuck? {ask} gives a deeper hint.")
+    elif _LEVEL.get() >= 2 and hint:
+        lines.append("  (No deeper hint for this one: the hint above is all there is.)")
+    feedback = Feedback(False, "\n".join(lines))
     print(feedback)
     return feedback
 
@@ -52,7 +83,9 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
     """
 
     @functools.wraps(check)
-    def run(*args, **kwargs) -> Feedback:
+    def run(*args, hint: int = 1, **kwargs) -> Feedback:
+        level = _LEVEL.set(2 if isinstance(hint, (int, float)) and hint >= 2 else 1)
+        ask = _ASK.set(_how_to_ask(check, args))
         try:
             with MetaFetchesLikeAGpu():
                 result = check(*args, **kwargs)
@@ -61,12 +94,22 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
                 f"Your answer could not be checked: {type(err).__name__}: {_first_line(err)}",
                 _shape_hint(check, args),
             )
+        finally:
+            _LEVEL.reset(level)
+            _ASK.reset(ask)
         if isinstance(result, Feedback):
             return result
         return failed(f"The check {check.__name__} gave no verdict.")  # a bug in the check itself
 
     run.is_exercise_check = True  # type: ignore[attr-defined]  # lets tests find every check
     return run
+
+
+def _how_to_ask(check, args) -> str:
+    """The call that asks this check for the second level: ``check.move_to(move_to, hint=2)``."""
+    name = getattr(args[0], "__name__", "") if args else ""
+    answer = name if name.isidentifier() else "..."
+    return f"check.{check.__name__}({answer}, hint=2)"
 
 
 def _first_line(err: BaseException) -> str:
@@ -95,13 +138,13 @@ def device_names(devices) -> str:
     return ", ".join(sorted(map(str, devices)))
 
 
-def call_learner(fn, *args, when: str = "", hint: str = ""):
+def call_learner(fn, *args, when: str = "", hint: str = "", more: str = "", see: str = ""):
     """Run the learner's function; return (result, None) or (None, failed feedback).
 
     Test the feedback with ``is not None``: a failed Feedback is falsy.
 
-    ``when`` says on what machine or input it ran ("On a machine with no GPU"); ``hint`` is
-    added if it raises.
+    ``when`` says on what machine or input it ran ("On a machine with no GPU"); ``hint`` (and
+    ``more``, ``see``: see :func:`failed`) are added if it raises.
     """
     try:
         return fn(*args), None
@@ -115,7 +158,7 @@ def call_learner(fn, *args, when: str = "", hint: str = ""):
     extra = ""
     if "copy out of meta" in str(error):
         extra = " A meta tensor has no data to copy: your code moved a tensor off the device it was given."
-    return None, failed(f"{where} code raised {type(error).__name__}: {error}{extra}", hint)
+    return None, failed(f"{where} code raised {type(error).__name__}: {error}{extra}", hint, more=more, see=see)
 
 
 OTHER_DEVICE = torch.device("meta")
