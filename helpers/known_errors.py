@@ -2,10 +2,13 @@
 
 The table drives the error clinic: ``%load_ext helpers.clinic`` in a notebook (a note under the traceback)
 and ``python -m helpers.doctor --explain "PASTED MESSAGE"`` in a terminal. Each entry's ``patterns`` are
-regular expressions searched in ``"ExceptionTypeName: message"``; they follow the wordings of torch 2.7 to
-the newest, of CUDA, MPS and the CPU kernels (with oneDNN or without). Entries are tried in table order,
-so the more specific ones come first. ``tests/test_known_errors.py`` checks every pattern against the
-messages the installed torch raises (or, for GPU-only ones, against text that still exists in it).
+regular expressions searched in ``"ExceptionTypeName: message"`` (or a whole pasted traceback); they follow
+the wordings of torch 0.4 to the newest, of CUDA, MPS and the CPU kernels (with oneDNN or without), as
+learners paste them. Entries are tried in table order, so the more specific ones come first; an entry may
+add a ``verify`` check its patterns cannot express (the keys of a state_dict must really differ by a
+prefix). ``tests/test_known_errors.py`` checks every pattern against the messages the installed torch
+raises (or, for GPU-only ones, against text that still exists in it), and against a corpus of messages
+people pasted into public threads (``tests/fixtures/real_error_messages.json``).
 
 No torch import here: the explainer works even where torch is broken.
 """
@@ -14,8 +17,8 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 DOCTOR = "python -m helpers.doctor"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes in pasted tracebacks (and in some torch messages)
@@ -29,9 +32,38 @@ class KnownError:
     meaning: str
     fix: str
     lesson: str  # where the course teaches it, e.g. "notebook 04 (models vs tensors)"
+    shown: bool = True  # False: no lesson shows this message; ``lesson`` is the background, this note the help
+    verify: Callable[[str], bool] | None = field(default=None, repr=False)  # a check beyond the patterns
 
     def matches(self, text: str) -> bool:
-        return any(re.search(pattern, text) for pattern in self.patterns)
+        if not any(re.search(pattern, text) for pattern in self.patterns):
+            return False
+        return self.verify is None or self.verify(text)
+
+
+def _state_dict_keys(text: str, kind: str) -> set[str]:
+    """The keys listed after ``Missing key(s) in state_dict:`` (or ``Unexpected``), as torch prints them."""
+    found = re.search(rf'{kind} key\(s\) in state_dict:((?:\s*"[^"\n]*",?)+)', text)
+    return set(re.findall(r'"([^"\n]*)"', found.group(1))) if found else set()
+
+
+def _differ_by_prefix(prefix: str) -> Callable[[str], bool]:
+    """True when adding or removing ``prefix`` turns a missing key into an unexpected one, or back.
+
+    Keys that differ in anything else (a renamed layer, another architecture, a checkpoint nested under
+    ``"state_dict"``) are not the prefix's doing, even when both sides start with ``module.``.
+    """
+
+    def verify(text: str) -> bool:
+        missing, unexpected = _state_dict_keys(text, "Missing"), _state_dict_keys(text, "Unexpected")
+        stripped = lambda keys: {k[len(prefix) :] for k in keys if k.startswith(prefix)}  # noqa: E731
+        return bool(stripped(unexpected) & missing or stripped(missing) & unexpected)
+
+    return verify
+
+
+TYPE = r"(?:Variable\[)?torch\."  # a legacy tensor type: torch.cuda.FloatTensor, Variable[torch.FloatTensor]
+FLOATS = r"(?:Float|Double|Half|BFloat16)"  # the floating dtypes: a Long/Int mix-up is a different error
 
 
 KNOWN_ERRORS: tuple[KnownError, ...] = (
@@ -103,13 +135,28 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         lesson="notebook 09 (the error clinic), section 12",
     ),
     KnownError(
+        key="mps-oom",
+        title="MPS backend out of memory (Apple silicon)",
+        patterns=(r"MPS backend out of memory",),
+        meaning="The Mac's GPU (MPS) reached its memory limit. On Apple silicon the GPU shares the Mac's memory "
+        "with everything else. In the message, 'MPS allocated' is what PyTorch's tensors hold, 'other "
+        "allocations' the rest of the GPU memory in use, 'max allowed' the limit PyTorch sets for MPS.",
+        fix="Halve the batch size; keep the result with gradient accumulation or torch.autocast('mps', "
+        "dtype=torch.float16); keep no references to old batches or losses (loss.item() for logging); "
+        "torch.mps.empty_cache() returns cached blocks. Close other programs that use much memory. The limit is "
+        "MPS's own knob, PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
+        "macOS swap or freeze instead of raising this error.",
+        lesson="notebook 07 (memory), section 4",
+        shown=False,
+    ),
+    KnownError(
         key="cuda-oom",
         title="CUDA out of memory (torch.OutOfMemoryError)",
         patterns=(
             r"\bOutOfMemoryError\b",
             r"\b(?:CUDA|XPU) out of memory",
             r"CUDA error: out of memory",
-            r"MPS backend out of memory",
+            r"cuda runtime error \(2\) ?: ?out of memory",  # torch 0.4 to 1.x
         ),
         meaning="The GPU has no room for the tensor being allocated: the model, the batch's activations, the "
         "gradients and the optimizer state do not fit together, or tensors you keep (or another program) "
@@ -118,6 +165,19 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "or activation checkpointing; keep no references to old batches or losses (loss.item() for logging), "
         "evaluate under torch.no_grad(). nvidia-smi shows other processes on the GPU.",
         lesson="notebook 07 (memory)",
+    ),
+    KnownError(
+        key="cpu-oom",
+        title="DefaultCPUAllocator: can't allocate memory (out of RAM)",
+        patterns=(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",),
+        meaning="The operating system refused the memory a CPU tensor needs: the process asked for more RAM than "
+        "the machine (or the container's limit) has free. The message gives the size asked for, in bytes.",
+        fix="Read that size first: an absurd one (terabytes) means a wrong shape, e.g. a pairwise N x N matrix or a "
+        "view on the wrong dimension; print the shapes. Otherwise make the batch smaller, keep the dataset on disk "
+        "and load items in the Dataset's __getitem__, use float32 rather than float64, drop references you no "
+        "longer need (del, then gc.collect()), or give the machine or container more RAM.",
+        lesson="notebook 07 (memory), section 4",
+        shown=False,
     ),
     KnownError(
         key="mps-float64",
@@ -134,6 +194,29 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         lesson="notebook 00 (prerequisites), section 5 (Apple silicon: MPS)",
     ),
     KnownError(
+        key="mps-not-implemented",
+        title="NotImplementedError: The operator '...' is not currently implemented for the MPS device",
+        patterns=(r"is not current(?:ly)? implemented for the MPS device",),
+        meaning="Apple's MPS backend has no kernel for this operation in the installed PyTorch; PyTorch raises "
+        "rather than running it somewhere else without being asked.",
+        fix="Set the environment variable PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts (in the shell that "
+        "starts Python or Jupyter): the missing operations then run on the CPU, slower, the rest on MPS. Newer "
+        "PyTorch releases implement more operations; or run the model on the CPU.",
+        lesson="notebook 09 (the error clinic), section 12",
+        shown=False,
+    ),
+    KnownError(
+        key="mps-placeholder",
+        title="Placeholder storage has not been allocated on MPS device!",
+        patterns=(r"Placeholder storage has not been allocated on MPS device",),
+        meaning="MPS's own wording of a device mix-up: an operation on the Mac's GPU got a tensor that is still on "
+        "the CPU (the input, the labels, a hidden state, or a tensor made without device=).",
+        fix="Move everything the step uses to 'mps' and keep the result: x, y = x.to(device), y.to(device); "
+        "model.to(device) before the optimizer's first step; make new tensors with device=x.device.",
+        lesson="notebook 03 (device objects), section 8",
+        shown=False,
+    ),
+    KnownError(
         key="mp-spawn-notebook",
         title="mp.spawn: process N terminated with exit code 1 (a function defined in a notebook)",
         patterns=(r"process \d+ terminated with exit code \d+",),
@@ -147,10 +230,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     ),
     KnownError(
         key="dataloader-worker-notebook",
-        title="DataLoader worker (pid(s) ...) exited unexpectedly",
-        patterns=(
-            r"DataLoader worker \(pid\(s\) [^)]*\) exited unexpectedly",
-            r"Can't get attribute '[^']+' on <module '__main__'",
+        title="DataLoader worker: Can't get attribute '...' on <module '__main__'> (a class defined in a notebook)",
+        patterns=(  # the worker's own error, read in a worker's (spawn's) traceback, in either order
+            r"(?s)\A(?=.*Can't get attribute '[^']+' on <module '__(?:mp_)?main__')"
+            r"(?=.*(?:spawn\.py|__mp_main__|DataLoader worker|_worker_loop|multiprocessing[/\\]))",
         ),
         meaning="A worker process died at start. Under 'spawn' (macOS, Windows; Linux from Python 3.14 uses "
         "'forkserver') each worker is a fresh Python that must import the Dataset class, and a class defined in "
@@ -158,6 +241,55 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "started Jupyter: Can't get attribute '...' on <module '__main__'>).",
         fix="Put the Dataset class (and a collate_fn, if any) in a .py file next to the notebook and import it; "
         "or keep the data as tensors in a TensorDataset; or use num_workers=0.",
+        lesson="notebook 06 (speed), section 3, The notebook pitfall: workers under spawn",
+    ),
+    KnownError(
+        key="shm-bus-error",
+        title="DataLoader worker (pid N) is killed by signal: Bus error (out of shared memory)",
+        patterns=(
+            r"DataLoader worker \(pid \d+\) is killed by signal: Bus error",
+            r"bus error encountered in worker",
+            r"insufficient shared memory \(shm\)",
+            r"workers are out of shared memory",
+        ),
+        meaning="Workers hand each batch to the main process through shared memory (/dev/shm), and it ran out: "
+        "Docker gives a container 64 MB of it unless told otherwise, and many workers with large batches "
+        "(prefetch_factor batches each) fill more.",
+        fix="Give the container more: docker run --shm-size=8g (or --ipc=host); df -h /dev/shm shows the size. Or "
+        "keep less in flight: fewer workers, smaller batches, a smaller prefetch_factor; num_workers=0 avoids "
+        "shared memory altogether.",
+        lesson="notebook 06 (speed), section 3",
+        shown=False,
+    ),
+    KnownError(
+        key="windows-spawn-main",
+        title="An attempt has been made to start a new process before the current process has finished its "
+        "bootstrapping phase",
+        patterns=(r"An attempt has been made to start a new process before the\s+current process has finished",),
+        meaning="Where new processes start by 'spawn' (Windows, macOS), each DataLoader worker (num_workers > 0) or "
+        "child process is a fresh Python that first imports your script. A script that starts them at its top "
+        "level would start them again in every child, so Python stops it.",
+        fix="Put the script's top-level code in a function and call it under the main guard: def main(): ... then "
+        'if __name__ == "__main__": main(). Or use num_workers=0.',
+        lesson="notebook 06 (speed), section 3",
+        shown=False,
+    ),
+    KnownError(
+        key="dataloader-worker-died",
+        title="DataLoader worker (pid(s) ...) exited unexpectedly",
+        patterns=(
+            r"DataLoader worker (?:\(pid\(s\) [^)]*\) )?exited unexpectedly",
+            r"DataLoader worker \(pid \d+\) is killed by signal",
+        ),
+        meaning="A DataLoader worker process died without reporting an error; the main process only sees that it is "
+        "gone. The cause is in the worker's own output (the terminal that started Python or Jupyter) or in the "
+        "operating system: a Dataset class defined in a notebook that a spawned worker cannot import (Can't get "
+        "attribute '...' on <module '__main__'>), no shared memory left (Bus error), no RAM left (Killed), or a "
+        "crash in a library the Dataset calls.",
+        fix="Run once with num_workers=0: the Dataset's real error then appears in your own process with a "
+        "readable traceback. Then: a class defined in a notebook goes into a .py file you import; a Bus error "
+        "needs more shared memory (docker run --shm-size=8g) or fewer workers; Killed needs fewer workers or "
+        "smaller batches.",
         lesson="notebook 06 (speed), section 3, The notebook pitfall: workers under spawn",
     ),
     KnownError(
@@ -170,6 +302,59 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "output of forward() feed the loss; else DistributedDataParallel(model, find_unused_parameters=True), "
         "which costs a walk over the graph every step. TORCH_DISTRIBUTED_DEBUG=INFO names the parameters.",
         lesson="notebook 08 (many devices), section 4",
+    ),
+    KnownError(
+        key="nccl-not-built",
+        title="Distributed package doesn't have NCCL built in",
+        patterns=(r"Distributed package doesn't have NCCL",),
+        meaning="The code asks for the NCCL backend (backend='nccl', or a library's default), and this PyTorch has "
+        "none: builds for Windows and macOS never include NCCL, CPU-only builds neither.",
+        fix="Use the gloo backend: dist.init_process_group('gloo'), or choose it from the machine: 'nccl' if "
+        "torch.cuda.is_available() and dist.is_nccl_available() else 'gloo'. On Windows, multi-GPU training at "
+        "full speed needs Linux (or WSL2).",
+        lesson="notebook 08 (many devices), section 2",
+        shown=False,
+    ),
+    KnownError(
+        key="nccl-no-gpu",
+        title="ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+        patterns=(r"ProcessGroupNCCL is only supported with GPUs",),
+        meaning="NCCL connects GPUs, and this process sees none: a machine or a PyTorch build without CUDA, "
+        "CUDA_VISIBLE_DEVICES hiding the GPUs, or a driver problem (torch.cuda.is_available() is False).",
+        fix="Without GPUs use the gloo backend: 'nccl' if torch.cuda.is_available() else 'gloo'. If the machine "
+        f"has GPUs, {DOCTOR} shows why PyTorch does not see them.",
+        lesson="notebook 08 (many devices), section 2",
+        shown=False,
+    ),
+    KnownError(
+        key="nccl-watchdog-timeout",
+        title="Watchdog caught collective operation timeout: WorkNCCL(...) ran for ... milliseconds",
+        patterns=(r"Watchdog caught collective operation timeout",),
+        meaning="A collective (an all-reduce in backward(), a broadcast, a barrier) waited longer than the process "
+        "group's timeout (Timeout(ms) in the message) for the other ranks, so NCCL's watchdog took the whole "
+        "process down. Some rank never got there: it crashed or hung, ran fewer steps (uneven data), or was busy "
+        "elsewhere (evaluation or saving on rank 0 only).",
+        fix="Find the rank that did not arrive: its own first error is in the log (torchrun prints each rank's). "
+        "Make every rank run the same collectives in the same order: the same number of batches "
+        "(DistributedSampler, drop_last=True) and no collective inside an if rank == 0 branch. For long rank-0 "
+        "work between steps, raise the timeout: init_process_group(timeout=datetime.timedelta(minutes=30)).",
+        lesson="notebook 08 (many devices), section 4",
+        shown=False,
+    ),
+    KnownError(
+        key="port-in-use",
+        title="The server socket has failed to listen on any local network address (address already in use)",
+        patterns=(
+            r"failed to listen on any local network address",
+            r"\bEADDRINUSE\b",
+            r"[Aa]ddress already in use",
+        ),
+        meaning="torch.distributed's rendezvous (a TCP store on MASTER_ADDR:MASTER_PORT, 29500 by default) could not "
+        "listen on its port: another job, or an earlier run still alive, holds it.",
+        fix="Choose another port: torchrun --master_port=29501 ... (or MASTER_PORT=29501 in the environment), or "
+        "let torchrun --standalone pick a free one; or end the earlier run.",
+        lesson="notebook 08 (many devices), section 2",
+        shown=False,
     ),
     KnownError(
         key="cuda-deserialize",
@@ -195,9 +380,24 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         lesson="notebook 05 (training Tudui), section 9 (checkpoints)",
     ),
     KnownError(
+        key="pickled-model-main",
+        title="AttributeError: Can't get attribute 'Tudui' on <module '__main__'> (torch.load of a whole model)",
+        patterns=(r"Can't get attribute '[^']+' on <module '__main__'",),
+        meaning="The file holds a whole pickled model (torch.save(model)), and a pickle stores only the class's "
+        "name and module: here __main__, the script or notebook that saved it. torch.load in another script "
+        "looks for the class in its own __main__ and does not find it.",
+        fix="Save and load the state_dict instead: torch.save(model.state_dict(), path), then in any script "
+        "model = Tudui() (the class imported from a .py file) and model.load_state_dict(torch.load(path)). To "
+        "read an existing file you trust, make the class exist under that name first (define it in the loading "
+        "script, or from model import Tudui there), then torch.load(path, weights_only=False).",
+        lesson="notebook 05 (training Tudui), section 9 (checkpoints)",
+        shown=False,
+    ),
+    KnownError(
         key="state-dict-module-prefix",
         title='load_state_dict: Unexpected key(s) / Missing key(s) starting with "module."',
         patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"module\.',),
+        verify=_differ_by_prefix("module."),
         meaning="The keys differ by a 'module.' prefix: the checkpoint was saved from a DataParallel or "
         "DistributedDataParallel wrapper, which keeps the model as .module (or a plain checkpoint was loaded "
         "into a wrapper).",
@@ -210,6 +410,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="state-dict-compile-prefix",
         title='load_state_dict: Unexpected key(s) / Missing key(s) starting with "_orig_mod."',
         patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"_orig_mod\.',),
+        verify=_differ_by_prefix("_orig_mod."),
         meaning="The keys differ by an '_orig_mod.' prefix: the checkpoint was saved from a torch.compile'd "
         "model, which keeps the original as ._orig_mod (or a plain checkpoint was loaded into a compiled one).",
         fix="Save the original model: torch.save(model.state_dict(), path) with the model you passed to "
@@ -267,9 +468,9 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="no-cuda-gpus",
         title="No CUDA GPUs are available",
-        patterns=(r"No CUDA GPUs are available",),
+        patterns=(r"No CUDA GPUs are available", r"no CUDA-capable device is detected"),
         meaning="PyTorch has CUDA and a driver but sees no GPU: usually CUDA_VISIBLE_DEVICES hides them all "
-        "(set to an empty value, or to indices that do not exist).",
+        "(set to an empty value, or to indices that do not exist, such as '1' on a one-GPU machine).",
         fix="Check CUDA_VISIBLE_DEVICES and nvidia-smi; unset the variable or name GPUs that exist, before Python "
         "starts (CUDA reads it once: restart the kernel after changing it). "
         f"{DOCTOR} checks this machine.",
@@ -287,7 +488,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="numpy-cuda",
         title="can't convert cuda:0 device type tensor to numpy",
-        patterns=(r"can't convert \S+ device type tensor to numpy",),
+        patterns=(r"(?:can't|cannot) convert (?:\S+ device type|CUDA) tensor to numpy",),
         meaning="A NumPy array lives in CPU memory, so .numpy() works on CPU tensors only, and this tensor is on "
         "a GPU (or another device).",
         fix="Copy it to the CPU first: t.detach().cpu().numpy() (detach when it requires grad); for one number, "
@@ -309,15 +510,21 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="dtype-mismatch",
         title="expected scalar type Float but found Double / mat1 and mat2 must have the same dtype",
-        patterns=(
-            r"expected scalar type \w+ but found \w+",
-            r"mat1 and mat2 must have the same dtype",
+        patterns=(  # floating dtypes only: Long against Int is a label or index dtype, fixed with .long()
+            rf"expected scalar type {FLOATS} but found {FLOATS}",
+            rf"Expected object of scalar type {FLOATS} but got scalar type {FLOATS}",  # torch 1.x
+            rf"expected backend (\w+) and dtype {FLOATS} but got backend \1 and dtype {FLOATS}",  # torch 1.0, 1.1
+            rf"Expected object of type {TYPE}(cuda\.|){FLOATS}Tensor\]? but found type {TYPE}\1{FLOATS}Tensor",  # 0.4
+            r"mat1 and mat2 (?:must|to) have the same dtype",
             r"expected m1 and m2 to have the same dtype",
         ),
-        meaning="Two tensors in one operation have different dtypes, e.g. a float32 input and float64 weights "
-        "(NumPy arrays are float64 by default). Some CPU kernels report a layer's input/weight dtype mix-up "
-        "this way.",
-        fix="Give both the same dtype, usually float32: x.float(), torch.from_numpy(a).float(), or model.to(x.dtype).",
+        meaning="Two tensors in one operation have different floating-point dtypes: a float32 input and float64 "
+        "weights (NumPy arrays are float64 by default), or half precision (Half = float16, BFloat16) against "
+        "float32 when part of a model was converted with .half() and the rest, or the input, was not. Some CPU "
+        "kernels report a layer's input/weight dtype mix-up this way.",
+        fix="Give both the same dtype, usually float32: x.float(), torch.from_numpy(a).float(), or model.to(x.dtype). "
+        "For half precision, run the forward pass under torch.autocast (it picks the dtype per operation) instead "
+        "of converting parts by hand, or convert the model and its inputs together.",
         lesson="notebook 04 (models vs tensors), section 6, Going deeper: the same check for dtypes",
     ),
     KnownError(
@@ -328,7 +535,16 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"is not on the expected device",  # the meta device's wording
             r"found two different devices",  # FakeTensor (torch.compile tracing), torch 2.7
             r"are not at the same device",  # recurrent layers (LSTM, GRU)
-            r"Expected object of device type \w+ but got device type \w+",  # old releases
+            r"indices should be either on \w+ or on the same device as the indexed tensor",
+            r"input tensors must be on the same device",  # torch.cat, torch 1.x
+            # torch 0.4 to 1.x: the device types differ (the same backend with two dtypes is a dtype error)
+            r"Expected object of device type \w+ but got device type \w+",
+            r"Expected object of backend (\w+) but got backend (?!\1\b)\w+",
+            r"expected backend (\w+) and dtype \w+ but got backend (?!\1\b)\w+",
+            rf"Expected object of type {TYPE}cuda\.\w+\]? but found type {TYPE}(?!cuda\.)",  # torch 0.4
+            rf"Expected object of type {TYPE}(?!cuda\.)\w+\]? but found type {TYPE}cuda\.",
+            r"is on (?:CPU|GPU(?: \d+)?), but expected (?:it|them) to be on (?:CPU|GPU)",
+            r"to have the same device as tensor for argument",
         ),
         meaning="One operation got tensors on different devices: the model on the GPU but the input, the labels "
         "or a loss weight still on the CPU; a tensor made without device= inside a function; a layer created in "
@@ -386,7 +602,10 @@ def explain_exception(exc: BaseException) -> KnownError | None:
 
 
 def render(entry: KnownError) -> str:
-    """A short plain-text note: what the error means, how to fix it, where the course teaches it."""
+    """A short plain-text note: what the error means, how to fix it, where the course teaches it.
+
+    An entry no lesson shows (``shown=False``) names the lesson on its topic and says the note is the help.
+    """
 
     def para(label: str, text: str) -> str:
         return textwrap.fill(
@@ -398,7 +617,12 @@ def render(entry: KnownError) -> str:
             f"[device error clinic] {entry.title}",
             para("What this means:", entry.meaning),
             para("How to fix it:", entry.fix),
-            para("Learn more:", entry.lesson),
+            para(
+                "Learn more:",
+                entry.lesson
+                if entry.shown
+                else f"{entry.lesson} (the topic; this note is the help for this message, which no lesson shows)",
+            ),
         ]
     )
 

@@ -89,3 +89,32 @@ def test_in_a_real_terminal_command():
     assert known.stdout.strip() == render(ENTRY["same-device"]) and known.stderr == ""
     unknown = run("--explain", "-", stdin=UNKNOWN)
     assert unknown.returncode == 1 and "Not a known device error" in unknown.stdout
+
+
+def test_the_clinic_and_explain_share_one_matching_function(monkeypatch, capsys):
+    """No copy of the matching: both go through helpers.known_errors.match, whatever it answers."""
+    from types import SimpleNamespace
+
+    from helpers import clinic, known_errors
+
+    seen = []
+
+    def spy(text):
+        seen.append(text)
+        return ENTRY["port-in-use"]
+
+    monkeypatch.setattr(known_errors, "match", spy)
+    assert doctor.main(["--explain", "anything at all"]) == 0
+    clinic.note_after_error(SimpleNamespace(error_in_exec=ValueError("anything else")))
+    out = capsys.readouterr().out
+    assert seen == ["anything at all", "ValueError: anything else"]
+    assert out.count(render(ENTRY["port-in-use"])) == 2
+
+
+def test_older_wordings_and_what_is_not_a_device_error(capsys):
+    old = "RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_mm"  # noqa: E501
+    assert doctor.main(["--explain", old]) == 0
+    assert capsys.readouterr().out.strip() == render(ENTRY["same-device"])
+    long_int = "RuntimeError: expected scalar type Long but found Int"  # a label dtype: the fix is .long()
+    assert doctor.main(["--explain", long_int]) == 1
+    assert "Not a known device error" in capsys.readouterr().out
