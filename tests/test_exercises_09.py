@@ -1,5 +1,7 @@
 """The checks of notebook 09 accept right answers and explain typical wrong ones."""
 
+import functools
+import multiprocessing
 import re
 import sys
 
@@ -8,7 +10,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
-from torch.utils.data import DataLoader, Dataset, StackDataset, TensorDataset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    default_collate,
+)
 
 from helpers.checkpoints import load
 from helpers.exercises import ex09_clinic as check
@@ -60,6 +71,20 @@ class HeadFirstNet(nn.Module):  # the layers created in another order, in one Se
 class FollowsInputNet(Net):  # the device is right, the layer is still new at every call
     def forward(self, x):
         return nn.Linear(16, 10).to(x.device)(self.features(x))
+
+
+class LazyHeadNet(Net):  # the head's input size is inferred at the first call; built in __init__, moved by .to()
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.LazyLinear(10)
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+class LazyInForwardNet(Net):  # a lazy layer made in forward() is still new, and on the CPU, at every call
+    def forward(self, x):
+        return nn.LazyLinear(10)(self.features(x))
 
 
 def starter_train(make_model, start, batches, class_weights, device):
@@ -184,6 +209,8 @@ def train_tuple_and_clip(make_model, start, batches, class_weights, device):
         (train_batches_moved_first, HeadFirstNet),
         (train_moves_optimizer_state, FixedNet),
         (train_tuple_and_clip, HeadFirstNet),
+        (train_fixed, LazyHeadNet),
+        (train_moves_optimizer_state, LazyHeadNet),
     ],
 )
 def test_fixed_training_accepts(train, make_model, capsys):
@@ -361,6 +388,9 @@ def returns_tensors(make_model, start, batches, class_weights, device):
         (starter_train, Net, "a layer (or tensor) created inside forward()"),
         (train_fixed, Net, "a layer (or tensor) created inside forward()"),
         (train_fixed, FollowsInputNet, "new and random at every call"),
+        (train_fixed, LazyInForwardNet, "a layer (or tensor) created inside forward()"),
+        (model_not_moved, LazyHeadNet, "the model stayed on cpu"),
+        (late_move, LazyHeadNet, "optimizer.load_state_dict() puts the state beside the parameters"),
         (starter_train, FixedNet, "The labels and the loss's class weights stayed on cpu"),
         (labels_left, FixedNet, "The labels stayed on cpu"),
         (weights_left, FixedNet, "The loss's class weights stayed on cpu"),
@@ -377,6 +407,42 @@ def returns_tensors(make_model, start, batches, class_weights, device):
 )
 def test_fixed_training_rejects(train, make_model, fragment):
     rejects(check.fixed_training(train, make_model), fragment)
+
+
+META_MISSES = {  # mixes that meta's own kernels let through and a GPU refuses
+    "a Conv2d with CPU weights on a meta input": lambda m: nn.Conv2d(3, 4, 3)(torch.ones(1, 3, 8, 8, device=m)),
+    "meta @ cpu": lambda m: torch.ones(2, 2, device=m) @ torch.ones(2, 2),
+    "meta.add_(cpu)": lambda m: torch.ones(2, device=m).add_(torch.ones(2)),
+    "an Embedding with CPU weights and meta indices": lambda m: nn.Embedding(5, 3)(torch.zeros(2, 1, device=m).long()),
+    "a CPU tensor indexed with meta indices": lambda m: torch.ones(5)[torch.tensor([0, 1], device=m)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mix", META_MISSES)
+def test_gpu_rules_refuse_what_meta_lets_through(mix):
+    with check.like_a_gpu() as rules, pytest.raises(RuntimeError, match="same device|indices should be either on"):
+        META_MISSES[mix](torch.device("meta"))
+    assert rules.refusals
+
+
+def test_gpu_rules_allow_what_a_gpu_allows():
+    meta = torch.device("meta")
+    with check.like_a_gpu() as rules:
+        assert torch.ones(5, device=meta)[torch.tensor([0, 1])].device == meta  # CPU indices (a blocking copy)
+        assert torch.ones(5, device=meta)[torch.ones(5, dtype=torch.bool)].device == meta
+        assert (torch.ones(2, device=meta) * torch.tensor(2.0)).device == meta  # a 0-dim CPU tensor
+        assert torch.ones(2).to(meta).device == meta
+    assert not rules.refusals
+
+
+def test_like_a_gpu_keeps_a_lazy_module_lazy_until_its_first_call():
+    head = nn.LazyLinear(10)
+    weight = head.weight
+    with check.like_a_gpu():
+        head.to("meta")
+        assert head.weight is weight and head.has_uninitialized_params() and weight.device.type == "meta"
+        assert head(torch.ones(2, 16, device="meta")).shape == (2, 10)
+    assert head.weight is weight and tuple(weight.shape) == (10, 16) and weight.device.type == "meta"
 
 
 # ---------------------------------------------------------------- (2) a checkpoint loader for any machine
@@ -516,6 +582,28 @@ def load_not_strict(path, device):
     return model.to(device)
 
 
+def load_lstrip(path, device):
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = state.get("model", state)
+    state = {k.lstrip("module.").lstrip("_orig_mod."): v for k, v in state.items()}  # noqa: B005
+    model = Tudui()
+    model.load_state_dict(state)
+    return model.to(device)
+
+
+def load_lstrip_when_prefixed(path, device):
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = state.get("model", state)
+    plain = {}
+    for k, v in state.items():
+        while k.startswith(PREFIXES):
+            k = k.lstrip("module.") if k.startswith("module.") else k.lstrip("_orig_mod.")  # noqa: B005
+        plain[k] = v
+    model = Tudui()
+    model.load_state_dict(plain)
+    return model.to(device)
+
+
 def load_returns_state(path, device):
     state = torch.load(path, map_location=device)
     return {plain_key(k): v for k, v in state.get("model", state).items()}
@@ -536,6 +624,12 @@ def load_returns_state(path, device):
         (load_always_model, "that file is the state_dict itself"),
         (load_not_strict, "does not hold the saved weights"),
         (load_returns_state, "you returned a dict"),
+        (
+            load_lstrip,
+            "Your code turned the file's key 'model.0.weight' into '0.weight'; a plain Tudui's key is "
+            "'model.0.weight'. str.lstrip('module.') strips any of the characters m o d u l e .",
+        ),
+        (load_lstrip_when_prefixed, "turned the file's key 'module.model.0.weight' into '0.weight'"),
     ],
 )
 def test_load_anywhere_rejects(fn, fragment):
@@ -601,10 +695,27 @@ def loader_list_pinned(images, labels):
                       pin_memory=True, prefetch_factor=4)  # fmt: skip
 
 
+def loader_random_sampler(images, labels):
+    dataset = TensorDataset(images, labels)
+    return DataLoader(dataset, batch_size=16, sampler=RandomSampler(dataset), num_workers=2)
+
+
+def loader_batch_sampler(images, labels):
+    dataset = Subset(Numbered(images, labels), range(len(labels)))
+    return DataLoader(dataset, batch_sampler=BatchSampler(RandomSampler(dataset), 16, drop_last=False), num_workers=2)
+
+
+def loader_stdlib_spawn_context(images, labels):
+    return DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True, num_workers=2,
+                      multiprocessing_context=multiprocessing.get_context("spawn"),
+                      collate_fn=functools.partial(default_collate))  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "fn",
-    [loader_tensor_dataset, loader_no_workers, loader_module_class_spawn, loader_stack_dataset, loader_list_pinned],
-)
+    [loader_tensor_dataset, loader_no_workers, loader_module_class_spawn, loader_stack_dataset, loader_list_pinned,
+     loader_random_sampler, loader_batch_sampler, loader_stdlib_spawn_context],
+)  # fmt: skip
 def test_notebook_safe_loader_accepts(fn, capsys):
     assert check.notebook_safe_loader(fn), capsys.readouterr().out
 

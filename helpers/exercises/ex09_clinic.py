@@ -28,10 +28,12 @@ import tempfile
 import types
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parameter import is_lazy
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
@@ -70,17 +72,20 @@ def _unwritten(err: BaseException) -> bool:
 
 # ---------------------------------------------------------------- GPU rules on meta
 
-_CROSSES_DEVICES = {"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "index", "index_put_",
-                    "_index_put_impl_", "lift_fresh", "lift_fresh_copy"}  # fmt: skip
-"""Operators a GPU runs with tensors on another device: copies, and indexing with CPU indices."""
+_CROSSES_DEVICES = {"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "lift_fresh", "lift_fresh_copy"}
+"""Operators a GPU runs with tensors on another device: copies."""
+_INDEXING = {"index", "index_put", "index_put_", "_index_put_impl_"}
+"""Indexing: a GPU tensor takes CPU indices (with a blocking copy); a CPU tensor refuses GPU indices."""
 
 
 class GpuRules(TorchDispatchMode):
     """Within the block, an operator given tensors on two devices raises, as it does on a GPU.
 
-    On ``meta`` PyTorch's own kernels let some mixes through (a convolution, an in-place add with a CPU
-    tensor) that a GPU refuses. Exempt, as on a GPU: copies, indexing with CPU indices, and CPU tensors of
-    0 dimensions (a GPU kernel takes them as numbers). Each refusal is kept in ``refusals`` as
+    On ``meta`` PyTorch's own kernels let some mixes through that a GPU refuses: a convolution with CPU
+    weights, ``meta @ cpu``, ``meta.add_(cpu)``, an Embedding with CPU weights and meta indices. Exempt, as
+    on a GPU: copies, indexing a tensor with CPU indices (a CPU tensor indexed with device indices raises,
+    as on a GPU), and CPU tensors of 0 dimensions (a GPU kernel takes them as numbers). Each refusal is
+    kept in ``refusals`` as
     (operator, the arguments on the odd device, that device, the others' device, inside optimizer.step()).
     The optimizers that stepped are kept in ``optimizers``.
     """
@@ -94,7 +99,9 @@ class GpuRules(TorchDispatchMode):
     def __torch_dispatch__(self, func, arg_types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        if name not in _CROSSES_DEVICES:
+        if name in _INDEXING:
+            self._check_indices(name, args, kwargs)
+        elif name not in _CROSSES_DEVICES:
             placed = [
                 (arg, t.device)
                 for arg, value in _named_arguments(func, args, kwargs)
@@ -112,6 +119,18 @@ class GpuRules(TorchDispatchMode):
                     f"different from other tensors on {main} (when checking argument in method {name})"
                 )
         return func(*args, **kwargs)
+
+    def _check_indices(self, name, args, kwargs) -> None:
+        named = dict(_named_arguments(func=None, args=args, kwargs=kwargs, names=("self", "indices")))
+        indexed, indices = named.get("self"), named.get("indices") or ()
+        if not isinstance(indexed, torch.Tensor):
+            return
+        for index in indices:
+            if isinstance(index, torch.Tensor) and index.device not in (torch.device("cpu"), indexed.device):
+                self.refusals.append((name, ["indices"], index.device, indexed.device, self.stepping))
+                raise RuntimeError(
+                    f"indices should be either on cpu or on the same device as the indexed tensor ({indexed.device})"
+                )
 
     @contextlib.contextmanager
     def watching_optimizers(self):
@@ -131,20 +150,60 @@ class GpuRules(TorchDispatchMode):
                 handle.remove()
 
 
-def _named_arguments(func, args, kwargs):
-    names = [a.name for a in func._schema.arguments]
+def _named_arguments(func, args, kwargs, names=None):
+    names = names or [a.name for a in func._schema.arguments]
     return list(zip(names, args, strict=False)) + list(kwargs.items())
+
+
+def _lazy_entries(module: nn.Module) -> dict[tuple[str, str], torch.Tensor]:
+    """The module's own parameters and buffers whose shape a lazy module has not inferred yet."""
+    return {
+        (kind, key): value
+        for kind in ("_parameters", "_buffers")
+        for key, value in getattr(module, kind).items()
+        if is_lazy(value)
+    }
+
+
+@contextlib.contextmanager
+def _lazy_kept_like_a_gpu():
+    """``module.to(meta)`` as ``module.to("cuda")`` treats a lazy module (``nn.LazyLinear``) that has not run yet.
+
+    Towards a GPU each uninitialised parameter stays the same object and only changes device, so it later
+    materialises there (on the device it was moved to). Towards meta PyTorch would replace it by an ordinary
+    parameter with 0 elements, which a GPU never does."""
+    apply = nn.Module._apply
+
+    def _apply(module, fn, *args, **kwargs):
+        lazy = _lazy_entries(module)
+        for kind, key in lazy:
+            getattr(module, kind)[key] = None  # _apply skips it
+        try:
+            return apply(module, fn, *args, **kwargs)
+        finally:
+            for (kind, key), value in lazy.items():
+                moved = fn(torch.empty(0, device=value.device, dtype=value.dtype))
+                fresh = type(value)(value.requires_grad, device=moved.device, dtype=moved.dtype)
+                if kind == "_parameters":
+                    torch.utils.swap_tensors(value, fresh)  # the same Parameter, now on the new device
+                else:
+                    value = fresh
+                getattr(module, kind)[key] = value
+
+    with mock.patch.object(nn.Module, "_apply", _apply):
+        yield
 
 
 @contextlib.contextmanager
 def like_a_gpu():
     """Run towards ``meta`` as towards a GPU: :class:`GpuRules` on, optimizers watched, and ``module.to()``
-    keeping each Parameter object (it does so for a GPU; for meta PyTorch would make new ones)."""
+    keeping each Parameter object, a lazy module's uninitialised ones included (it does so for a GPU; for
+    meta PyTorch would make new ones)."""
     swap = torch.__future__.get_swap_module_params_on_conversion()
     torch.__future__.set_swap_module_params_on_conversion(True)
     rules = GpuRules()
     try:
-        with rules.watching_optimizers(), rules:
+        with _lazy_kept_like_a_gpu(), rules.watching_optimizers(), rules:
             yield rules
     finally:
         torch.__future__.set_swap_module_params_on_conversion(swap)
@@ -466,7 +525,7 @@ def _wrapped(model: nn.Module, names) -> nn.Module:
     return model
 
 
-def _write_checkpoints(folder: Path, trained: nn.Module) -> list[tuple[Path, str, bool]]:
+def _write_checkpoints(folder: Path, trained: nn.Module) -> list[tuple[Path, str, bool, list[str]]]:
     """The files a GPU machine writes (tensors tagged cuda:0), and one that runs code when unpickled."""
     files = []
     with tag_as_saved_on("cuda:0"):
@@ -477,12 +536,35 @@ def _write_checkpoints(folder: Path, trained: nn.Module) -> list[tuple[Path, str
                 save_training(folder / name, wrapper, optimizer, epoch=3)
             else:
                 save(wrapper.state_dict(), folder / name)
-            files.append((folder / name, what, training))
+            files.append((folder / name, what, training, list(wrapper.state_dict())))
         save({"model": trained.state_dict(), "epoch": 3, "note": _RunsCodeWhenUnpickled()}, folder / "unsafe.pt")
     return files
 
 
-def _load_error(error: Exception, what: str, training: bool, where: str):
+def _mangled(unexpected: str, saved_keys: list[str], plain_keys) -> str:
+    """How the learner's code turned one of the file's keys into ``unexpected``, and why, if we can tell."""
+    sources = [k for k in saved_keys if k.endswith(unexpected) and k != unexpected]
+    if not sources:
+        return ""
+    source = min(sources, key=len)
+    plain = next((p for p in plain_keys if source.endswith(p)), None)
+    text = f" Your code turned the file's key {source!r} into {unexpected!r}"
+    text += f"; a plain Tudui's key is {plain!r}." if plain else "."
+    stripped = source
+    for _ in range(3):
+        stripped = stripped.lstrip("module.").lstrip("_orig_mod.")  # noqa: B005 (the mistake reproduced)
+    for chars in ("module.", "_orig_mod."):
+        if unexpected in (source.lstrip(chars), stripped):
+            text += (
+                f" str.lstrip({chars!r}) strips any of the characters {' '.join(dict.fromkeys(chars))} from the "
+                f"left, not the prefix {chars!r}: it ate {source[: len(source) - len(unexpected)]!r}. Remove a prefix "
+                "with str.removeprefix, or slice it off after a startswith test."
+            )
+            break
+    return text
+
+
+def _load_error(error: Exception, what: str, training: bool, where: str, saved_keys=(), plain_keys=()):
     text = str(error)
     first = text.strip().splitlines()[0] if text.strip() else ""
     if _unwritten(error):
@@ -507,7 +589,8 @@ def _load_error(error: Exception, what: str, training: bool, where: str):
             )
         odd = re.search(r'Unexpected key\(s\) in state_dict: "([^"]+)"', text)
         example = f" (unexpected key {odd.group(1)!r}, ...)" if odd else ""
-        return failed(f"{where}, the keys of {what} did not fit a plain Tudui{example}.", PREFIX_HINT)
+        how = _mangled(odd.group(1), list(saved_keys), list(plain_keys)) if odd else ""
+        return failed(f"{where}, the keys of {what} did not fit a plain Tudui{example}.{how}", PREFIX_HINT)
     return failed(f"{where}, loading {what}, your code raised {type(error).__name__}: {first}", LOAD_HINT)
 
 
@@ -556,11 +639,11 @@ def load_anywhere(fn) -> object:
         if course.type != "cpu":
             runs.append((f"On this machine's {course}", course, False))
         for where, device, laptop in runs:
-            for path, what, training in files:
+            for path, what, training, saved_keys in files:
                 with simulated_machine(cuda=0) if laptop else contextlib.nullcontext():
                     model, error = _quietly(fn, str(path), device)
                 if error is not None:
-                    return _load_error(error, what, training, where)
+                    return _load_error(error, what, training, where, saved_keys, expected)
                 problem = _load_result_problem(model, device, expected, what, where)
                 if problem is not None:
                     return problem
