@@ -498,7 +498,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="input-weight-type",
         title="Input type (...) and weight type (...) should be the same",
-        patterns=(r"Input type \([^)]*\) and (?:weight|bias) type \([^)]*\) should be the same",),
+        patterns=(r"Input type \([^)]*\) and (?:weight|bias) type \([^)]*\)",),  # also a title cut short
         meaning="A layer got an input on another device, or of another dtype, than its weights: "
         "torch.cuda.FloatTensor against torch.FloatTensor means one is on the GPU and the other on the CPU; "
         "float against double (or c10::Half against float) is a dtype mix-up.",
