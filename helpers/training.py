@@ -79,7 +79,8 @@ class TensorBatches:
     def __iter__(self):
         n = len(self.labels)
         if self.shuffle:
-            order = torch.randperm(n, generator=self.generator).to(self.labels.device)
+            # drawn by the (CPU) generator, copied without making the CPU wait for the device
+            order = torch.randperm(n, generator=self.generator).to(self.labels.device, non_blocking=True)
             for start in range(0, n, self.batch_size):
                 idx = order[start : start + self.batch_size]
                 yield self.images[idx], self.labels[idx]
