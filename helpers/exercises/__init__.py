@@ -167,6 +167,12 @@ CPU-only machine ``t.to("cpu")`` returns ``t`` itself and would hide a missing a
 GPU would expose."""
 
 
+def shown(device) -> str:
+    """A device as feedback names it: ``meta`` says what it stands for (``meta (standing in for a GPU)``)."""
+    device = torch.device(device)
+    return f"{device} (standing in for a GPU)" if device.type == "meta" else str(device)
+
+
 _SCALAR_FETCHES = {"item", "__float__", "__int__", "__index__", "__bool__"}
 
 
