@@ -65,7 +65,7 @@ def test_move_to_accepts_to_device():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a usable GPU")
 def test_move_to_explains_cuda_without_gpu():
     feedback = check.move_to(move_with_cuda)
-    assert not feedback and "raised" in feedback.message and "t.to(device)" in feedback.message
+    assert not feedback and "raised" in feedback.message and "the `device` you were given" in feedback.message
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -93,7 +93,7 @@ def test_float_tensor_on_accepts(fn):
         (unwritten, "Not written yet"),
         (lambda values, device: torch.tensor(values, device=device), "torch.int64"),
         (lambda values, device: torch.tensor(values, dtype=torch.float64, device=device), "twice the memory"),
-        (lambda values, device: torch.tensor(values, dtype=torch.float32), "Pass device=device"),
+        (lambda values, device: torch.tensor(values, dtype=torch.float32), "torch.tensor can take the device too"),
         (lambda values, device: torch.Tensor(values, device=device), "capital T"),
         (lambda values, device: torch.zeros(len(values) + 1, device=device), "shape"),
     ],
@@ -150,10 +150,11 @@ def move_writes_into_t(t, device):
     "fn, fragment",
     [
         (move_writes_into_t, "your code wrote into t"),
-        (lambda t, device: t.to(device).tolist(), "Return a tensor, not list"),
+        (lambda t, device: t.to(device).tolist(), "return a tensor, not list"),
         (lambda t, device: t.to(device)[:2], "shape (2,)"),
         (lambda t, device: t.clone(), "your tensor is on cpu"),
         (lambda t, device: t.to("cpu"), "you returned the original tensor"),
+        (move_with_cuda, ".cuda()"),  # raises without a GPU; goes to the GPU, not to meta, with one
     ],
 )
 def test_move_to_rejects_more(fn, fragment):
@@ -179,7 +180,7 @@ def test_float_tensor_on_accepts_more(fn):
 @pytest.mark.parametrize(
     "fn, fragment",
     [
-        (lambda values, device: torch.tensor(values, device=device).half(), "Pass dtype=torch.float32"),
+        (lambda values, device: torch.tensor(values, device=device).half(), "Ask for torch.float32 explicitly"),
         (lambda values, device: torch.tensor(values, dtype=torch.float32, device=device).tolist(), "not list"),
         (lambda values, device: torch.tensor(values[::-1], dtype=torch.float32, device=device), "other values"),
     ],
