@@ -115,12 +115,12 @@ def _count_tensors(data) -> int:
     return len(_tensors(data))
 
 
-def _run(fn, *args, when: str = "", hint: str = ""):
+def _run(fn, *args, when: str = "", hint: str = "", more: str = "", see: str = ""):
     """call_learner inside a recorder that follows the tensors in ``args``: (result, problem, recorder).
     The recorder keeps the warnings raised."""
     with warnings.catch_warnings(record=True) as caught, _Calls(_tensors(args)) as calls:
         warnings.simplefilter("always")
-        result, problem = call_learner(fn, *args, when=when, hint=hint)
+        result, problem = call_learner(fn, *args, when=when, hint=hint, more=more, see=see)
     calls.warnings = caught
     for w in caught:  # pass the others on; sum_losses explains the per-element one itself
         if not (calls.per_element and "requires_grad=True to a scalar" in str(w.message)):
@@ -138,6 +138,25 @@ def _asks_for_host(name: str, args: tuple, kwargs: dict) -> bool:
     return False
 
 
+SECTION_NUMPY = "3. .numpy() needs a CPU tensor"
+SECTION_DETACH = "4. Tensors that require grad: why .detach()"
+SECTION_FETCHES = "6. .item(), .tolist(), print: each copies to the host"
+SECTION_LOGGING = "7. Why logging every step slows GPU training"
+SECTION_SUM_DETACH = "Common error: summing loss tensors without .detach()"
+SECTION_ITSELF = "2. Already on the CPU: .cpu() returns the tensor itself"
+
+NUMPY_MORE = (
+    "Before .numpy(), two steps: one leaves autograd (section 4 names it, and why), one copies the values "
+    "to the host (section 3; on a CPU tensor it returns the tensor as it is, so the same code runs on every "
+    "device). The error message above says which of the two was missing."
+)
+TOTAL_MORE = (
+    "A running total that stays a tensor on the losses' device: start from a zero tensor there (or from the "
+    "first loss), add each loss detached from autograd, and fetch the total with one of section 6's calls, "
+    "once, after the loop. Each fetch waits for all the GPU work queued before it."
+)
+
+
 def _grad_tensor(device: torch.device) -> torch.Tensor:
     """Weights on ``device`` that require grad, as a model's would."""
     return torch.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
@@ -148,21 +167,41 @@ def to_numpy(fn) -> object:
     """``fn(t)`` returns a NumPy array of ``t``'s values, for a ``t`` on any device that requires grad."""
     device = pick_device()
     t = _grad_tensor(device)
-    hint = "t.detach() first (NumPy knows nothing of autograd), then .cpu() (NumPy only reads host memory)."
-    result, problem, calls = _run(fn, t, when=f"With a tensor on {device} that requires grad", hint=hint)
+    hint = (
+        "NumPy knows nothing of autograd and reads host memory only: the array must come from a tensor that "
+        "autograd no longer tracks, in CPU memory."
+    )
+    when = f"With a tensor on {device} that requires grad"
+    result, problem, calls = _run(fn, t, when=when, hint=hint, more=NUMPY_MORE, see=SECTION_DETACH)
     if problem is not None:
         return problem
     if isinstance(result, torch.Tensor):
-        return failed("You returned a tensor, not a NumPy array.", "End with .numpy().")
+        return failed(
+            f"{when}, you returned a tensor, not a NumPy array.",
+            "The last step converts the tensor into a NumPy array.",
+            more=NUMPY_MORE,
+            see=SECTION_NUMPY,
+        )
     if not isinstance(result, np.ndarray):
-        return failed(f"Return a NumPy array, not {type(result).__name__}.", "t.detach().cpu().numpy()")
+        return failed(
+            f"{when}: return a NumPy array, not {type(result).__name__}.",
+            "Convert the tensor itself into a NumPy array, not into a Python list or number.",
+            more=NUMPY_MORE,
+            see=SECTION_NUMPY,
+        )
     if result.dtype != np.float32 or result.tolist() != [0.5, -1.0, 2.0]:
-        return failed(f"Expected float32 [0.5, -1.0, 2.0], got {result.dtype} {result.tolist()}.", "Convert as is.")
+        return failed(
+            f"{when}: expected float32 [0.5, -1.0, 2.0], got {result.dtype} {result.tolist()}.",
+            "Convert the values as they are: no change of dtype, no slicing.",
+            see=SECTION_NUMPY,
+        )
     if calls.numpy_on_device:
         return failed(
             "This works here because the tensor is already on the CPU, but on a GPU .numpy() raises "
             "TypeError: can't convert cuda:0 device type tensor to numpy.",
-            "Copy to the host before converting: t.detach().cpu().numpy().",
+            "NumPy reads host memory only: copy the values to the host before converting.",
+            more=NUMPY_MORE,
+            see=SECTION_NUMPY,
         )
     return passed("A NumPy array with the values, from a tensor that requires grad, on any device.")
 
@@ -180,43 +219,72 @@ def sum_losses(fn) -> object:
     autograd, on the device, and fetched once."""
     device = pick_device()
     losses, expected = _losses(device)
-    result, problem, calls = _run(fn, losses, when=f"With {len(losses)} losses on {device}")
+    when = f"With {len(losses)} losses on {device}"
+    hint = "Each loss is a 0-dim tensor on the device that requires grad: keep the total one too, detached."
+    result, problem, calls = _run(fn, losses, when=when, hint=hint, more=TOTAL_MORE, see=SECTION_LOGGING)
     if problem is not None:
         return problem
     fetches = calls.fetches
     if isinstance(result, torch.Tensor):
         return failed(
-            f"You returned a tensor ({result.device}), not a Python float.",
-            "Keep the running total on the device, then call .item() on it once, at the end.",
+            f"{when}: you returned a tensor ({result.device}), not a Python float.",
+            "Keep the running total on the device, then turn it into a Python number once, at the end.",
+            more=TOTAL_MORE,
+            see=SECTION_FETCHES,
         )
     if not isinstance(result, float):
-        return failed(f"Return a Python float, not {type(result).__name__}.", "total.item() gives a float.")
+        return failed(
+            f"{when}: return a Python float, not {type(result).__name__}.",
+            "One of section 6's fetches turns a one-element tensor into a Python float; int() drops the decimals.",
+            see=SECTION_FETCHES,
+        )
     if not math.isclose(result, expected, rel_tol=1e-6):
-        return failed(f"The total is {result}, expected {expected}.", "Add every loss once.")
+        return failed(
+            f"{when}: the total is {result}, expected {expected}.",
+            "Add every loss once, the first and the last included.",
+            see=SECTION_LOGGING,
+        )
     if calls.per_element > 1:
         warned = [str(w.message).splitlines()[0] for w in calls.warnings if "requires_grad" in str(w.message)]
         return failed(
-            f"Right total, but torch.{calls.from_list}(losses) reads the {calls.per_element} loss "
+            f"{when}: right total, but torch.{calls.from_list}(losses) reads the {calls.per_element} loss "
             "tensors into Python numbers one by one: on a GPU that is one copy to the host, and one wait, per loss."
             + (f' PyTorch also warned: "{warned[0]}"' if warned else ""),
-            "torch.stack(losses) joins tensors without leaving the device: torch.stack(losses).detach().sum().item().",
+            "Join the loss tensors into one without leaving the device (torch.tensor cannot: it reads each one), "
+            "or add them up one by one; then fetch the total once.",
+            more="torch.stack makes one tensor of a list of tensors, on the device they are on, with no copy to "
+            "the host; detach it (section 'Common error: summing loss tensors without .detach()'), add it up, "
+            "and fetch the total once.",
+            see=SECTION_LOGGING,
         )
     if len(fetches) > 1:
         counts = ", ".join(f"{fetches.count(n)} x .{n}()" for n in sorted(set(fetches)))
         return failed(
-            f"Right total, but your code copied values to the host {len(fetches)} times ({counts}). "
+            f"{when}: right total, but your code copied values to the host {len(fetches)} times ({counts}). "
             "On a GPU each copy waits for all queued work to finish.",
-            "total = total + loss.detach() keeps the sum on the device; call .item() once, after the loop.",
+            "Keep the running total a tensor on the device (each loss detached) and fetch it once, after the loop.",
+            more=TOTAL_MORE,
+            see=SECTION_LOGGING,
         )
     if calls.tracked_sums:
         return failed(
-            "Right total, fetched once, but your sum is tracked by autograd: the losses require grad and were "
+            f"{when}: right total, fetched once, but your sum is tracked by autograd: the losses require grad and were "
             "added up without .detach(), so the sum built a graph of its own. In a training loop such a total "
             "keeps every step's graph, and the tensors it saved, in memory for as long as it lives.",
-            "Detach before adding: sum(loss.detach() for loss in losses).item(), or "
-            "torch.stack(losses).detach().sum().item().",
+            "Detach each loss before adding (or add inside torch.no_grad()), so that the total builds no graph.",
+            more="The section shows the total's grad_fn and what it keeps alive. .detach() gives a tensor with the "
+            "same values that autograd does not track; detaching the sum afterwards is too late, as the graph of "
+            "the additions was built while adding.",
+            see=SECTION_SUM_DETACH,
         )
     return passed("Right total, summed on the device and fetched once.")
+
+
+COPY_MORE = (
+    "Notebook 01's section 4 (Already there? Then no copy) shows the argument of .to() that forces a copy "
+    "even when the tensor is already there; a tensor also has a method that makes a private copy of it. "
+    "One copy is enough: from a GPU, the move to the host already is one."
+)
 
 
 @exercise_check
@@ -224,22 +292,34 @@ def cpu_copy(fn) -> object:
     """``fn(t)`` returns a CPU tensor with ``t``'s values that never shares memory with ``t``."""
     for source in dict.fromkeys([pick_device(), torch.device("cpu")]):
         t = torch.tensor([1.0, 2.0, 3.0], device=source)
-        result, problem = call_learner(fn, t, when=f"With a tensor on {source}")
+        when = f"With a tensor on {source}"
+        result, problem = call_learner(fn, t, when=when, more=COPY_MORE, see=SECTION_ITSELF)
         if problem is not None:
             return problem
         if not isinstance(result, torch.Tensor):
-            return failed(f"Return a tensor, not {type(result).__name__}.", "t.to('cpu', copy=True)")
+            return failed(
+                f"{when}: return a tensor, not {type(result).__name__}.",
+                "Return a CPU tensor of your own, not the values in another form.",
+                see=SECTION_ITSELF,
+            )
         if result.device.type != "cpu":
-            return failed(f"With a tensor on {source}, your copy is on {result.device}.", "Copy it to 'cpu'.")
+            return failed(
+                f"{when}, your copy is on {result.device}.", "The copy must live in CPU memory.", see=SECTION_ITSELF
+            )
         if result is t or (
             source.type == "cpu" and result.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
         ):
             return failed(
                 "With a tensor already on the CPU, your function returned the tensor itself (or a view of it): "
                 "writing to the 'copy' changes the original.",
-                ".cpu() and .to('cpu') return t itself when it is already there. "
-                "t.to('cpu', copy=True) always copies, once, on every device.",
+                ".cpu() and .to('cpu') return t itself when it is already there: ask for a copy explicitly.",
+                more=COPY_MORE,
+                see=SECTION_ITSELF,
             )
         if result.dtype != t.dtype or not torch.equal(result, t.cpu()):
-            return failed("Your copy has other values, dtype or shape.", "Only the device should change.")
+            return failed(
+                f"{when}: your copy has other values, dtype or shape.",
+                "Only the device should change: same dtype, same values, same shape.",
+                see=SECTION_ITSELF,
+            )
     return passed("A private CPU copy, whether the tensor starts on the course device or on the CPU.")
