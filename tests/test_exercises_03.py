@@ -132,7 +132,7 @@ def score_wrong_axis(x):
     [
         (unwritten, "Not written yet"),
         (score_weights_on_cpu, "device= lives on the CPU"),
-        (score_forgets_assignment, "w = w.to(x.device)"),
+        (score_forgets_assignment, "keep what the move returns"),
         (score_float32_weights, "Give the weights x's dtype"),
         (score_casts_x, "Do not cast x" if pick_device().type != "mps" else "do not cast x"),
         (score_moves_x_to_cpu, "your result is on cpu"),
@@ -221,7 +221,7 @@ def choose_lowercase_only(text):
     [
         (choose_counts_gpus, "device_count() counts GPUs CUDA cannot use"),
         (choose_raises_value_error, "Let pick_device() raise its DeviceError"),
-        (choose_lowercase_only, "drop every space"),
+        (choose_lowercase_only, "the spaces, the case"),
     ],
 )
 def test_choose_device_rejects_more(fn, fragment):
@@ -253,7 +253,7 @@ def test_weighted_score_accepts_more(fn):
     [
         (lambda x: x.sum(-1), "expected"),
         (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(0), "shape (3,)"),
-        (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(-1).tolist(), "Return a tensor, not list"),
+        (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(-1).tolist(), "return a tensor, not list"),
         (lambda x: (x * x.new_tensor([0.2, 0.3, 0.5])).sum(-1).cpu(), "your result is on cpu"),
     ],
 )
