@@ -54,9 +54,11 @@ def _differ_by_prefix(prefix: str) -> Callable[[str], bool]:
     ``"state_dict"``) are not the prefix's doing, even when both sides start with ``module.``.
     """
 
+    def stripped(keys: set[str]) -> set[str]:
+        return {key.removeprefix(prefix) for key in keys if key.startswith(prefix)}
+
     def verify(text: str) -> bool:
         missing, unexpected = _state_dict_keys(text, "Missing"), _state_dict_keys(text, "Unexpected")
-        stripped = lambda keys: {k[len(prefix) :] for k in keys if k.startswith(prefix)}  # noqa: E731
         return bool(stripped(unexpected) & missing or stripped(missing) & unexpected)
 
     return verify
@@ -344,10 +346,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="port-in-use",
         title="The server socket has failed to listen on any local network address (address already in use)",
-        patterns=(
+        patterns=(  # torch 2.x names EADDRINUSE in this message; older releases said "Address already in use"
             r"failed to listen on any local network address",
-            r"\bEADDRINUSE\b",
-            r"[Aa]ddress already in use",
+            # the same words from a web server or Jupyter are not torch.distributed's
+            r"(?s)\A(?=.*[Aa]ddress already in use)(?=.*(?:c10d|TCPStore|torch[./]distributed|DistNetworkError|"
+            r"MASTER_PORT|rendezvous|init_process_group|torchrun|server socket|RuntimeError: Address already in use))",
         ),
         meaning="torch.distributed's rendezvous (a TCP store on MASTER_ADDR:MASTER_PORT, 29500 by default) could not "
         "listen on its port: another job, or an earlier run still alive, holds it.",
@@ -549,7 +552,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         meaning="One operation got tensors on different devices: the model on the GPU but the input, the labels "
         "or a loss weight still on the CPU; a tensor made without device= inside a function; a layer created in "
         "forward(); an optimizer whose state was made before the model moved. The message names the devices "
-        "(on CUDA also the argument: mat1, mat2, target, weight).",
+        "(on CUDA often also the argument: mat1, mat2, target, weight).",
         fix="Move everything the step uses to one device and keep the result: x, y = x.to(device), y.to(device); "
         "model.to(device) before the optimizer's first step and before loading its state; make constants with "
         "device=x.device (or as registered buffers); create layers in __init__, not in forward().",
