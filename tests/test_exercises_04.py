@@ -177,11 +177,11 @@ def predict_fetches_to_cpu(model, x, device):
     [
         (unwritten, "Not written yet"),
         (predict_model_only, "the input is not"),
-        (predict_forgets_assignment, "x.to(device) returns it"),
+        (predict_forgets_assignment, "keep the tensor the move returns"),
         (predict_input_only, "the model was not moved"),
         (predict_in_training_mode, "training mode"),
         (predict_with_grad, "no_grad"),
-        (predict_fetches_to_cpu, "Return model(x) as it is"),
+        (predict_fetches_to_cpu, "Return the model's output as it is"),
     ],
 )
 def test_predict_rejects(fn, fragment):
@@ -359,7 +359,7 @@ def predict_softmax(model, x, device):
         (predict_detach, ".detach() afterwards drops the graph, but it was built"),
         (predict_top_level_flag, "Dropout zeroed random activations"),
         (predict_freezes_parameters, "changed the model's requires_grad flags"),
-        (predict_softmax, "differs from model(x) in eval mode"),
+        (predict_softmax, "differs from the model's own output in eval mode"),
         (lambda model, x, device: predict_right(model, x, device).tolist(), "not list"),
     ],
 )

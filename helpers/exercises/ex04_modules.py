@@ -15,15 +15,33 @@ import torch
 from torch import nn
 
 from helpers.devices import pick_device
-from helpers.exercises import OTHER_DEVICE, call_learner, device_names, exercise_check, failed, module_devices, passed
+from helpers.exercises import (
+    OTHER_DEVICE,
+    call_learner,
+    device_names,
+    exercise_check,
+    failed,
+    module_devices,
+    passed,
+    shown,
+)
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]
-BUFFER_HINT = (
-    "In __init__: self.register_buffer('mean', mean) and self.register_buffer('std', std); forward then "
-    "reads self.mean and self.std, which .to() moves with the module."
-)
+SECTION_BUFFERS = "3. Buffers move; a plain tensor attribute does not"
+SECTION_UNSAVED = "Going deeper: buffers that checkpoints leave out"
+SECTION_IN_PLACE = "1. model.to() changes the model itself (article section 4, corrected)"
+SECTION_EXERCISES = "Exercises"
 
+BUFFER_HINT = (
+    "Constants that must move with the module but never learn are buffers: register mean and std as buffers "
+    "in __init__, and let forward read them from the module."
+)
+BUFFER_MORE = (
+    "nn.Module has a method that registers a tensor under a name as a buffer (section 3 uses it): afterwards "
+    "the module has an attribute of that name, .to() moves it, state_dict() saves it, parameters() leaves it "
+    "out. A tensor assigned as a plain attribute gets none of that; an nn.Parameter gets trained."
+)
 
 OFF_DEVICE_HINT = (
     "Compute where x is and return the result there: no .cpu() or .to() inside forward; read the constants "
@@ -47,11 +65,15 @@ def _saved_constants_differ(cls, module: nn.Module) -> bool:
 def standardize(cls) -> object:
     """``cls(mean, std)`` is a module computing ``(x - mean) / std`` whose constants follow ``.to()``."""
     mean, std = torch.tensor(MEAN), torch.tensor(STD)
-    module, problem = call_learner(cls, mean, std, when="Building Standardize(mean, std)")
+    module, problem = call_learner(
+        cls, mean, std, when="Building Standardize(mean, std)", hint=BUFFER_HINT, more=BUFFER_MORE, see=SECTION_BUFFERS
+    )
     if problem is not None:
         return problem
     if not isinstance(module, nn.Module):
-        return failed("Standardize must be an nn.Module subclass.", "class Standardize(nn.Module): ...")
+        return failed(
+            "Standardize must be an nn.Module subclass.", "Keep the starter's class line.", see=SECTION_BUFFERS
+        )
     parameters = [name for name, _ in module.named_parameters()]
     if parameters:
         names = ", ".join(parameters)
@@ -67,7 +89,7 @@ def standardize(cls) -> object:
                 "them, so they are counted as the model's parameters and handed to the optimizer, and "
                 "model.requires_grad_(True) (which code that unfreezes a model calls) would make them trainable."
             )
-        return failed(what, "Constants that must move with the model but never learn are buffers: " + BUFFER_HINT)
+        return failed(what, BUFFER_HINT, more=BUFFER_MORE, see=SECTION_BUFFERS)
     plain = sorted(name for name, value in vars(module).items() if isinstance(value, torch.Tensor))
     if plain:
         names = ", ".join(f"self.{name}" for name in plain)
@@ -76,46 +98,58 @@ def standardize(cls) -> object:
             f"{names} {what}: "
             ".to(device) does not know about plain attributes and leaves them where they were created.",
             BUFFER_HINT,
+            more=BUFFER_MORE,
+            see=SECTION_BUFFERS,
         )
     if not list(module.buffers()):
         return failed(
             "mean and std are not buffers: module.buffers() lists nothing, so .to(device) has nothing to move and "
             "state_dict() nothing to save.",
             BUFFER_HINT,
+            more=BUFFER_MORE,
+            see=SECTION_BUFFERS,
         )
     unsaved = sorted(set(dict(module.named_buffers())) - set(module.state_dict()))
     if unsaved:
         return failed(
             f"Buffer(s) {', '.join(unsaved)} are missing from state_dict() (persistent=False): a checkpoint would "
             "not save the statistics the model was built with.",
-            "Drop persistent=False: a plain register_buffer(name, tensor) is saved with the model.",
+            "Drop persistent=False: a buffer registered without it is saved with the model.",
+            see=SECTION_UNSAVED,
         )
     if _saved_constants_differ(cls, module):
         return failed(
             "A module loaded from your module's state_dict() computes something else: the constants are not all "
             "in state_dict(), so a checkpoint would not restore them.",
-            "Keep mean and std (or what forward computes from them) in buffers: " + BUFFER_HINT,
+            "Keep mean and std (or what forward computes from them) in buffers. " + BUFFER_HINT,
+            more=BUFFER_MORE,
+            see=SECTION_BUFFERS,
         )
     for device in (pick_device(), OTHER_DEVICE):
         module.to(device)
         x = torch.tensor([[3.0, 6.0, 11.0], [1.0, 2.0, 3.0]], device=device)
-        when = f"After module.to({device!s}), calling it on an input on {device}"
+        when = f"After module.to({device!s}), calling it on an input on {shown(device)}"
         try:
             result = module(x)
         except Exception as err:  # report it through call_learner, with the hint that fits
             hint = OFF_DEVICE_HINT if "copy out of meta" in str(err) else BUFFER_HINT
-            return call_learner(module, x, when=when, hint=hint)[1]
+            return call_learner(module, x, when=when, hint=hint, more=BUFFER_MORE, see=SECTION_BUFFERS)[1]
         if not isinstance(result, torch.Tensor) or result.device != device:
             where = result.device if isinstance(result, torch.Tensor) else type(result).__name__
             return failed(
-                f"After module.to({device}) the output is on {where}.",
+                f"After module.to({device}), with an input on {shown(device)}, the output is on {where}.",
                 OFF_DEVICE_HINT,
+                more=BUFFER_MORE,
+                see=SECTION_BUFFERS,
             )
         if device.type != "meta":
             expected = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
             if not torch.allclose(result.cpu(), expected):
                 return failed(
-                    f"Standardize gave {result.cpu().tolist()}, expected {expected.tolist()}.", "(x - mean) / std"
+                    f"With mean={MEAN} and std={STD}, Standardize gave {result.cpu().tolist()} for "
+                    f"[[3, 6, 11], [1, 2, 3]], expected {expected.tolist()}.",
+                    "forward computes (x - mean) / std, element by element, with the constants given to __init__.",
+                    see=SECTION_BUFFERS,
                 )
     return passed(
         "The constants are buffers: they follow .to() (to meta too), are saved in state_dict() and are never trained."
@@ -153,12 +187,20 @@ def _probe_log(model: nn.Module) -> list[tuple[bool, torch.device, bool]]:
 
 
 PREDICT_HINT = (
-    "Move both, and keep what .to() returns for the tensor: model.to(device); x = x.to(device); then "
-    "model.eval() and `with torch.no_grad(): return model(x)`."
+    "Move both the model and the input to `device` (a model moves in place; a tensor's move returns a new "
+    "tensor, to keep), then predict in evaluation mode without recording gradients."
+)
+PREDICT_MORE = (
+    "Section 1: a model's .to() changes the model itself, a tensor's .to() returns a new tensor and leaves "
+    "the original where it was. Dropout and BatchNorm act differently while training: a module's .eval() "
+    "switches them off (and .train() back on). torch.no_grad(), as a with-block, stops autograd from "
+    "recording. Notebook 05's test loop does all three."
 )
 
 
-FETCH_HINT = "Return model(x) as it is, on the device: the caller decides when to fetch it (copy it to the CPU)."
+FETCH_HINT = (
+    "Return the model's output as it is, on the device: the caller decides when to fetch it (copy it to the CPU)."
+)
 
 
 @exercise_check
@@ -173,54 +215,80 @@ def predict(fn) -> object:
             result = fn(model, x, device)
         except Exception as err:  # report it through call_learner (on a fresh model), with the hint that fits
             moved = module_devices(model)
+            see = SECTION_IN_PLACE
             if moved != {device}:
                 hint = (
-                    f"Your model's parameters are on {device_names(moved)}, not on {device}: the "
+                    f"Your model's parameters are on {device_names(moved)}, not on {shown(device)}: the "
                     "model was not moved. " + PREDICT_HINT
                 )
             elif "copy out of meta" in str(err):
-                hint = FETCH_HINT
+                hint, see = FETCH_HINT, SECTION_EXERCISES
             elif "device" in str(err):
                 hint = (
-                    f"The model is on {device}, the input is not: move the input too, and keep the new tensor "
-                    "(x.to(device) returns it; x itself does not change). " + PREDICT_HINT
+                    f"The model is on {shown(device)}, the input is not: move the input too, and keep the tensor "
+                    "the move returns (x itself does not change)."
                 )
             else:
                 hint = PREDICT_HINT
-            return call_learner(fn, _tiny_classifier(), x, device, when=f"Predicting on {device}", hint=hint)[1]
+            when = f"Predicting on {shown(device)}"
+            return call_learner(fn, _tiny_classifier(), x, device, when=when, hint=hint, more=PREDICT_MORE, see=see)[1]
+        when = f"Predicting on {shown(device)}"
         if not isinstance(result, torch.Tensor):
-            return failed(f"Return the model's output tensor, not {type(result).__name__}.", PREDICT_HINT)
+            return failed(
+                f"{when}: return the model's output tensor, not {type(result).__name__}.",
+                FETCH_HINT,
+                see=SECTION_EXERCISES,
+            )
         seen = _probe_log(model)
         if not seen:
-            return failed("Your function never ran the model you were given.", "Return model(x), computed on device.")
+            return failed(
+                f"{when}: your function never ran the model you were given.",
+                "Run the model it was given on x, on `device`, and return its output.",
+                see=SECTION_EXERCISES,
+            )
         training, where, recorded = seen[-1]  # the run that made the output
         if where != device:
             return failed(
-                f"Asked for {device}, the model ran on {where}.", "model.to(device) moves the model. " + PREDICT_HINT
+                f"Asked for {shown(device)}, the model ran on {where}.",
+                PREDICT_HINT,
+                more=PREDICT_MORE,
+                see=SECTION_IN_PLACE,
             )
         if result.device != device:
-            return failed(f"Asked for {device}, your output is on {result.device}.", FETCH_HINT)
+            return failed(
+                f"Asked for {shown(device)}, your output is on {result.device}.", FETCH_HINT, see=SECTION_EXERCISES
+            )
         if training:
             return failed(
-                "The model ran in training mode, so Dropout zeroed random activations of your prediction.",
-                "Call model.eval() before predicting (model.train() afterwards restores the caller's mode, if "
-                "you like).",
+                f"{when}: the model ran in training mode, so Dropout zeroed random activations of your prediction.",
+                "Switch the model to evaluation mode before predicting (and back afterwards, if you like); "
+                "the exercise asks for it.",
+                more=PREDICT_MORE,
+                see=SECTION_EXERCISES,
             )
         if recorded:
             return failed(
-                "Autograd recorded the forward pass: gradients were enabled while the model ran"
+                f"{when}: autograd recorded the forward pass: gradients were enabled while the model ran"
                 + (" (.detach() afterwards drops the graph, but it was built)." if not result.requires_grad else "."),
-                "Predict inside `with torch.no_grad():` (or torch.inference_mode()).",
+                "Run the model inside a block where autograd records nothing: torch.no_grad() (or "
+                "torch.inference_mode()).",
+                more=PREDICT_MORE,
+                see=SECTION_EXERCISES,
             )
         if [p.requires_grad for p in model.parameters()] != requires_grad:
             return failed(
-                "Your function changed the model's requires_grad flags: the caller's training would no longer "
-                "update those parameters.",
-                "Leave the parameters as they are; `with torch.no_grad():` stops recording without touching them.",
+                f"{when}: your function changed the model's requires_grad flags: the caller's training would no "
+                "longer update those parameters.",
+                "Leave the parameters as they are; torch.no_grad() stops recording without touching them.",
+                see=SECTION_EXERCISES,
             )
         if device.type != "meta":
             with torch.no_grad():
                 expected = reference(x)
             if result.shape != expected.shape or not torch.allclose(result.cpu(), expected, atol=1e-5):
-                return failed("Your output differs from model(x) in eval mode.", "Return model(x), nothing else.")
+                return failed(
+                    f"{when}: your output differs from the model's own output in eval mode.",
+                    "Return the model's output as it is: no softmax, rounding or other change.",
+                    see=SECTION_EXERCISES,
+                )
     return passed("Model and input on the same device, eval mode, no gradients: a prediction that runs anywhere.")
