@@ -1,9 +1,11 @@
 """The checks of notebook 09 accept right answers and explain typical wrong ones."""
 
 import functools
+import json
 import multiprocessing
 import re
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -443,6 +445,26 @@ def test_like_a_gpu_keeps_a_lazy_module_lazy_until_its_first_call():
         assert head.weight is weight and head.has_uninitialized_params() and weight.device.type == "meta"
         assert head(torch.ones(2, 16, device="meta")).shape == (2, 10)
     assert head.weight is weight and tuple(weight.shape) == (10, 16) and weight.device.type == "meta"
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "gpu_error_messages.json"
+CLINIC = Path(__file__).parent.parent / "notebooks" / "09_error_clinic.ipynb"
+
+
+def _clinic_code() -> str:
+    """The code of notebook 09, string literals joined as Python joins them."""
+    cells = json.loads(CLINIC.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return re.sub(r'"\s*\n\s*"', "", code)
+
+
+@pytest.mark.parametrize(
+    "key", ["same_device_add", "linear_cpu_input", "same_device_matmul", "conv_cuda_input_cpu_weight"]
+)
+def test_the_clinic_quotes_cuda_as_recorded(key):
+    """Notebook 09 shows CUDA's wordings as a GPU raised them (the fixture), word for word."""
+    message = json.loads(FIXTURE.read_text(encoding="utf-8"))["messages"][key]["message"]
+    assert f'"{message}"' in _clinic_code()
 
 
 # ---------------------------------------------------------------- (2) a checkpoint loader for any machine
