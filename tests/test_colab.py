@@ -6,6 +6,7 @@ cell, so setup() must not start CUDA. ``torch.cuda.is_initialized()`` alone woul
 So these tests also make every call that would start CUDA fail, and check that setup() imports no torch.
 """
 
+import os
 import subprocess
 import sys
 import types
@@ -33,6 +34,9 @@ def cuda_must_not_start(monkeypatch):
             monkeypatch.setattr(torch._C, name, started)
 
 
+POSIX_SHELL = pytest.mark.skipif(os.name == "nt", reason="the fake nvidia-smi is a POSIX shell script")
+
+
 def fake_smi(tmp_path, monkeypatch, script: str | None) -> None:
     """PATH holds only a fake nvidia-smi (or none); /proc/driver/nvidia is replaced by an empty folder."""
     bin_dir = tmp_path / "bin"
@@ -50,6 +54,7 @@ def test_outside_colab_prints_nothing(capsys, cuda_must_not_start):
     assert capsys.readouterr().out == ""
 
 
+@POSIX_SHELL
 def test_colab_gpu_named_by_nvidia_smi(tmp_path, monkeypatch, capsys, in_colab, cuda_must_not_start):
     fake_smi(tmp_path, monkeypatch, 'echo "Tesla T4"')
     initialized_before = torch.cuda.is_initialized()  # True on a GPU machine where an earlier test used CUDA
@@ -64,6 +69,7 @@ def test_colab_without_gpu_gives_the_runtime_hint(tmp_path, monkeypatch, capsys,
     assert capsys.readouterr().out == colab.COLAB_GPU_HINT + "\n"
 
 
+@POSIX_SHELL
 def test_failing_nvidia_smi_counts_as_no_gpu(tmp_path, monkeypatch, capsys, in_colab, cuda_must_not_start):
     fake_smi(
         tmp_path, monkeypatch, "echo 'NVIDIA-SMI has failed because it could not communicate with the driver'; exit 9"
