@@ -92,7 +92,7 @@ def loop_returns_item(model, loss_fn, optimizer, train_dataloader, device):
         (loop_inputs_not_kept, "the inputs and the labels of each batch stayed"),
         (loop_labels_not_moved, "but the labels of each batch stayed"),
         (loop_inputs_not_moved, "but the inputs of each batch stayed"),
-        (loop_no_step, "The parameters did not change"),
+        (loop_no_step, "the parameters did not change"),
         (loop_returns_item, "not float"),
     ],
 )
@@ -336,7 +336,7 @@ def loop_returns_loss_on_cpu(model, loss_fn, optimizer, train_dataloader, device
     "fn, fragment",
     [
         (loop_model_not_moved, "the model stayed on cpu"),
-        (loop_returns_loss_on_cpu, "The returned loss is on cpu"),
+        (loop_returns_loss_on_cpu, "the returned loss is on cpu"),
         (lambda *args: None, "left the model on cpu and did not train it"),
     ],
 )
