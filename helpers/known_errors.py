@@ -215,8 +215,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "the CPU (the input, the labels, a hidden state, or a tensor made without device=).",
         fix="Move everything the step uses to 'mps' and keep the result: x, y = x.to(device), y.to(device); "
         "model.to(device) before the optimizer's first step; make new tensors with device=x.device.",
-        lesson="notebook 03 (device objects), section 8",
-        shown=False,
+        lesson="notebook 09 (the error clinic), section 2; notebook 03 (device objects), section 8",
     ),
     KnownError(
         key="mp-spawn-notebook",

@@ -726,6 +726,7 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "input-weight-type": ("04", "and weight type"),
     "dtype-mismatch": ("04", "expected scalar type Float but found Double"),
     "same-device": ("03", "Expected all tensors to be on the same device"),
+    "mps-placeholder": ("09", "Placeholder storage has not been allocated on MPS device"),
     "cublas-context-warning": ("04", "Attempting to run cuBLAS"),
 }
 
