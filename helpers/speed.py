@@ -3,13 +3,16 @@
 Rungs are cumulative: each one keeps everything the rungs above it did and adds one change.
 
 1. ``article loop``: the article's loop over a ``DataLoader`` with per-image ``ToTensor()``, batch 64,
-   ``.to(device)`` per batch, and a running loss read with ``loss.item()`` every step (as notebook 05's
-   method-1 loop and the original course's test loop do);
-2. ``no hidden syncs``: the same, with the loss summed on the device and read once at the end;
+   ``imgs.to(device)`` per batch (a blocking copy: on a CUDA GPU it waits for the copy to finish), and a
+   running loss read with ``loss.item()`` every step (as notebook 05's method-1 loop and the original
+   course's test loop do);
+2. ``no hidden syncs``: the same, with the batches copied with ``non_blocking=True`` and the loss summed
+   on the device and read once at the end;
 3. ``data on device``: the dataset kept as one tensor on the device, shuffled and sliced there;
 4. ``larger batch``: batch 256 instead of 64;
 5. ``channels_last``: model and inputs in the channels-last memory format;
-6. ``mixed precision``: ``torch.autocast`` (bfloat16 where supported, else float16 with a GradScaler);
+6. ``mixed precision``: ``torch.autocast`` (bfloat16 where the device runs it natively: the CPU and CUDA
+   GPUs of compute capability 8.0 or more; else float16 with a GradScaler);
 7. ``compile``: ``torch.compile`` of the model.
 
 :func:`run_ladder` times them with :func:`helpers.alternate.alternated` (runs alternated, ratios to
@@ -47,6 +50,7 @@ class Rung:
     name: str
     loader: str = "dataloader"  # "dataloader" (per-image ToTensor) or "device" (one tensor, sliced)
     item_every_step: bool = True
+    non_blocking: bool = False  # the article copies each batch with a plain .to(device)
     batch_size: int = SMALL_BATCH
     channels_last: bool = False
     amp: bool = False
@@ -56,7 +60,7 @@ class Rung:
 def ladder() -> list[Rung]:
     """The seven rungs, each adding one change to the one before."""
     r1 = Rung("article loop")
-    r2 = replace(r1, name="no hidden syncs", item_every_step=False)
+    r2 = replace(r1, name="no hidden syncs", item_every_step=False, non_blocking=True)
     r3 = replace(r2, name="data on device", loader="device")
     r4 = replace(r3, name="larger batch", batch_size=LARGE_BATCH)
     r5 = replace(r4, name="channels_last", channels_last=True)
@@ -66,11 +70,16 @@ def ladder() -> list[Rung]:
 
 
 def amp_dtype(device: torch.device) -> torch.dtype:
-    """bfloat16 on the CPU and on GPUs that have it; float16 elsewhere (older CUDA GPUs, MPS)."""
+    """bfloat16 on the CPU and on CUDA GPUs that run it natively (compute capability 8.0 or more: A100, RTX 30xx,
+    H100, and AMD GPUs); float16 elsewhere (a T4 or V100, MPS).
+
+    ``torch.cuda.is_bf16_supported()`` alone would say True on a T4 too: by default it also counts bfloat16 that
+    the GPU only emulates (slowly). ``including_emulation=False`` asks for native support.
+    """
     device = torch.device(device)
     if device.type == "cpu":
         return torch.bfloat16
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
         return torch.bfloat16
     return torch.float16
 
@@ -98,8 +107,8 @@ def cpu_has_bf16_units() -> bool:
 # Why a rung may not pay on a device: shown beside a rung slower than the one before it (full runs only).
 WHY_NOT = {
     "no hidden syncs": {
-        "cpu": "on the CPU .item() waits for nothing (each operation has finished when it returns); "
-        "on a GPU every .item() stalls the queue until the GPU catches up",
+        "cpu": "on the CPU .item() and .to(device) wait for nothing (each operation has finished when it returns); "
+        "on a GPU every .item() and every blocking copy stalls the queue until the GPU catches up",
     },
     "data on device": {
         "any": "the DataLoader was not the bottleneck: its per-image work is small next to a training step here",
@@ -117,7 +126,7 @@ WHY_NOT = {
         "more than it saves",
         "cpu": "this CPU has no bfloat16 units (AVX-512 BF16 or AMX): bfloat16 is converted to float32 and back, "
         "which only adds work",
-        "any": "a small model's steps are bound by launches, not arithmetic",
+        "any": "a small model's steps are bound by kernel launches and the input pipeline, not by arithmetic",
     },
     "compile": {
         "any": "compiling pays most where many small operations can be fused; Tudui is a few large convolutions "
@@ -182,8 +191,8 @@ class RungRun:
         total = torch.zeros((), device=device)
         for _ in range(self.steps):
             imgs, targets = next(self.batches)
-            imgs = imgs.to(device, non_blocking=True)
-            targets = targets.to(device, non_blocking=True)
+            imgs = imgs.to(device, non_blocking=rung.non_blocking)  # the article: imgs.to(device)
+            targets = targets.to(device, non_blocking=rung.non_blocking)
             if rung.channels_last:
                 imgs = imgs.contiguous(memory_format=torch.channels_last)
             amp = torch.autocast(device.type, dtype=self.dtype) if rung.amp else contextlib.nullcontext()

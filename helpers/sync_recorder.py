@@ -4,15 +4,24 @@ On a GPU, some calls make the CPU wait until the GPU has finished everything que
 CPU needs a value that only the GPU has. A loop that does one per step cannot run ahead of the GPU.
 On the CPU the same calls cost nothing, so a CPU cannot show the stall; this recorder shows the calls.
 
-``record_syncs()`` sees two kinds of call while it is active:
+``record_syncs()`` sees three kinds of call while it is active:
 
 - operators whose result the host must read (seen by a ``TorchDispatchMode``): ``aten._local_scalar_dense``
   (``.item()``, ``float(t)``, ``int(t)``, ``bool(t)``, ``if t:``, ``f"{t:.2f}"``), ``nonzero`` (also
   ``torch.where(cond)`` with one argument), boolean-mask indexing, ``masked_select``, ``unique``,
   ``repeat_interleave`` without ``output_size``;
 - tensor methods that hand data to the host: ``.cpu()``, ``.numpy()``, ``.tolist()``, ``repr``/``print``
-  of a tensor (wherever it is), and ``.to("cpu")`` of a tensor that is not on the CPU.
+  of a tensor (wherever it is), and ``.to("cpu")`` of a tensor that is not on the CPU;
+- blocking copies from the host to a device (the CPU waits until the copy, and everything queued before it,
+  is done): ``.to(device)``, ``.cuda()`` or ``copy_`` of a CPU tensor without ``non_blocking=True``,
+  ``torch.tensor(..., device=...)`` / ``torch.as_tensor(..., device=...)``, and a device tensor indexed
+  with CPU indices (``x[cpu_idx]``, ``x[cpu_idx] = v``: the indices are copied over first).
 
+``log.mixed`` lists what is not a synchronisation but an error on a CUDA GPU: ``index_select``, ``gather``,
+``take`` and the like with CPU indices into device data (they require one device; ``meta`` lets them run).
+
+The third kind needs a device that is not the CPU to be seen at all: on a CPU-only machine, put the
+"device" data on ``meta`` (a device without data, that is never the CPU) to count them.
 Where everything runs on the CPU the recorder cannot tell a tensor that would be on the GPU from one
 that stays on the CPU anyway: a ``DataLoader``'s sampler reading its random order (``.tolist()``) is
 counted too. Give the code under test its data as tensors, as the exercise checks do.
@@ -47,6 +56,13 @@ _METHODS = {
     "tolist": ".tolist()",
     "__repr__": "print() or repr() of a tensor",
 }
+BLOCKING_COPY = "blocking copy to the device (.to(device), .cuda() or copy_ without non_blocking=True)"
+NEW_ON_DEVICE = "torch.tensor(..., device=...) (built on the host, then a blocking copy)"
+CPU_INDICES = "a device tensor indexed with CPU indices (the indices are copied over, blocking)"
+# advanced indexing copies CPU indices to the data's device first; these others refuse them on a CUDA GPU
+_INDEXING = {"aten.index", "aten.index_put", "aten.index_put_", "aten._index_put_impl_"}
+_SAME_DEVICE = {"aten.index_select", "aten.index_add", "aten.index_add_", "aten.index_copy", "aten.index_copy_",
+                "aten.take", "aten.gather"}  # fmt: skip
 _state = threading.local()
 
 
@@ -54,11 +70,42 @@ def _inside() -> bool:
     return getattr(_state, "depth", 0) > 0
 
 
+def _on_host(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type == "cpu"
+
+
+def _on_device(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type != "cpu"
+
+
+def _host_indices(key: str, args, kinds=_INDEXING) -> bool:
+    """A device tensor indexed with CPU index tensors (0-dim ones are read as numbers, already counted)."""
+    if key not in kinds or not args or not _on_device(args[0]):
+        return False
+    found = []
+    for arg in args[1:]:
+        found += [i for i in arg if _on_host(i)] if isinstance(arg, list | tuple) else [arg] if _on_host(arg) else []
+    return any(i.dim() > 0 and i.dtype != torch.bool for i in found)
+
+
+def _blocking_copy(key: str, args, kwargs) -> bool:
+    """A copy from host memory to a device that the CPU waits for."""
+    if key == "aten._to_copy":
+        device = kwargs.get("device")
+        to_device = device is not None and torch.device(device).type != "cpu"
+        return bool(args) and _on_host(args[0]) and to_device and not kwargs.get("non_blocking", False)
+    if key == "aten.copy_":
+        non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+        return len(args) > 1 and _on_device(args[0]) and _on_host(args[1]) and not non_blocking
+    return False
+
+
 @dataclass
 class SyncLog:
     """What was recorded: one entry per synchronising call, in order (a readable name for each)."""
 
     events: list[str] = field(default_factory=list)
+    mixed: list[str] = field(default_factory=list)  # not syncs: operators a CUDA GPU refuses with CPU indices
 
     def __len__(self) -> int:
         return len(self.events)
@@ -88,6 +135,12 @@ class _OpRecorder(TorchDispatchMode):
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else [])
             ):
                 self.log.events.append("boolean-mask indexing x[mask]")
+            elif _host_indices(key, args):
+                self.log.events.append(CPU_INDICES)
+            elif _host_indices(key, args, _SAME_DEVICE):
+                self.log.mixed.append(f"{name}() with CPU indices into device data")
+            elif _blocking_copy(key, args, kwargs):
+                self.log.events.append(BLOCKING_COPY)
         return func(*args, **kwargs)
 
 
@@ -96,6 +149,8 @@ def _counting(log: SyncLog, original, label: str, when=None):
         record = not _inside() and (when is None or when(self, *args, **kwargs))
         if record:
             log.events.append(label)
+        elif when is not None:  # e.g. .to(device): not a fetch, but the operators it runs are seen as usual
+            return original(self, *args, **kwargs)
         _state.depth = getattr(_state, "depth", 0) + 1
         try:
             return original(self, *args, **kwargs)
@@ -115,17 +170,39 @@ def _to_cpu(tensor, *args, **kwargs) -> bool:
     return device is not None and device.type == "cpu"
 
 
+def _building(log: SyncLog, original):
+    """torch.tensor / torch.as_tensor: with a device that is not the CPU, the data is copied there, blocking."""
+
+    def wrapper(data, *args, **kwargs):
+        device = kwargs.get("device")
+        if not _inside() and device is not None and torch.device(device).type != "cpu":
+            if not (isinstance(data, torch.Tensor) and data.device == torch.device(device)):
+                log.events.append(NEW_ON_DEVICE)
+        _state.depth = getattr(_state, "depth", 0) + 1
+        try:
+            return original(data, *args, **kwargs)
+        finally:
+            _state.depth -= 1
+
+    return wrapper
+
+
 @contextlib.contextmanager
 def record_syncs() -> Iterator[SyncLog]:
     """``with record_syncs() as log: ...``: ``len(log)`` host synchronisations a GPU would make."""
     log = SyncLog()
     originals = {name: getattr(torch.Tensor, name) for name in (*_METHODS, "to")}
+    builders = {name: getattr(torch, name) for name in ("tensor", "as_tensor")}
     try:
         for name, label in _METHODS.items():
             setattr(torch.Tensor, name, _counting(log, originals[name], label))
         torch.Tensor.to = _counting(log, originals["to"], '.to("cpu")', when=_to_cpu)
+        for name, original in builders.items():
+            setattr(torch, name, _building(log, original))
         with _OpRecorder(log):
             yield log
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)
+        for name, original in builders.items():
+            setattr(torch, name, original)

@@ -152,6 +152,38 @@ def loop_sum_not_mean(model, batches, loss_fn, optimizer):
     return total.item()
 
 
+def loop_item_every_10_steps(model, batches, loss_fn, optimizer):
+    total = torch.zeros((), device=batches[0][0].device)
+    worst = torch.zeros((), device=batches[0][0].device)
+    for step, (imgs, targets) in enumerate(batches):
+        loss = loss_fn(model(imgs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total = total + loss.detach()
+        worst = torch.maximum(worst, loss.detach())
+        if step % 10 == 0:
+            print(f"step {step}: loss {loss.item():.3f}")  # a wait every 10 steps
+    if worst.item() > 100:
+        raise RuntimeError("the loss diverged")
+    return total.item() / len(batches)
+
+
+def loop_zero_grad_between(model, batches, loss_fn, optimizer):
+    total = torch.zeros((), device=batches[0][0].device)
+    worst = torch.zeros((), device=batches[0][0].device)
+    for imgs, targets in batches:
+        loss = loss_fn(model(imgs), targets)
+        loss.backward()
+        optimizer.zero_grad()  # clears what backward() just computed
+        optimizer.step()
+        total = total + loss.detach()
+        worst = torch.maximum(worst, loss.detach())
+    if worst.item() > 100:
+        raise RuntimeError("the loss diverged")
+    return total.item() / len(batches)
+
+
 @pytest.mark.parametrize("fn", [quiet_detach, quiet_stack, quiet_one_sync, quiet_inplace, quiet_numpy])
 def test_quiet_loop_accepts(fn, capsys):
     assert check.quiet_loop(fn), capsys.readouterr().out
@@ -160,9 +192,12 @@ def test_quiet_loop_accepts(fn, capsys):
 @pytest.mark.parametrize(
     "fn, fragment",
     [
-        (starter_loop, "every step: 2 x .item()"),
-        (starter_loop, "torch.maximum"),
-        (loop_if_each_step, "an `if loss > 100` inside the loop"),
+        (starter_loop, "grow with the number of steps: 11 in 5 steps, 63 in 30"),
+        (starter_loop, "Section 1, 'Hidden synchronisations'"),
+        (loop_if_each_step, "1 x .item() / float() / int() / bool() / `if` on a tensor per step"),
+        (loop_if_each_step, "an `if` on a tensor (`if loss > 100`)"),
+        (loop_item_every_10_steps, "3 in 5 steps, 5 in 30 (2 more x .item()"),
+        (loop_zero_grad_between, "zero_grad() ran between backward() and step()"),
         (loop_no_divergence_check, "did not raise RuntimeError"),
         (loop_returns_tensor, "returns a tensor"),
         (loop_sum_not_mean, "mean loss per batch"),
@@ -171,6 +206,18 @@ def test_quiet_loop_accepts(fn, capsys):
 def test_quiet_loop_explains(fn, fragment, capsys):
     assert not check.quiet_loop(fn)
     assert fragment in capsys.readouterr().out
+
+
+def test_quiet_loop_feedback_says_where_and_never_shows_the_solution(capsys):
+    assert not check.quiet_loop(starter_loop)
+    out = capsys.readouterr().out
+    assert "Observed on" in out and "Section 1" in out  # where it was seen, where to read
+    assert out.count("Hint:") == 1 and out.count("Section 1") == 1  # said once
+    for code in ("torch.maximum(", "loss.detach()", "total.item()", "worst.item()", "torch.zeros("):
+        assert code not in out, code
+    assert not check.quiet_loop(loop_zero_grad_between)
+    out = capsys.readouterr().out
+    assert "average" not in out and "Add up" not in out  # the real fault, not the loss bookkeeping
 
 
 # ---------------------------------------------------------------- (2) a loader that stays on the device
@@ -196,8 +243,70 @@ class LoaderSplit:
         return -(-len(self.images) // self.bs)
 
     def __iter__(self):
-        perm = torch.randperm(self.images.shape[0]).to(self.images.device)  # drawn on the CPU, copied over
+        perm = torch.randperm(self.images.shape[0], device=self.images.device)
         return zip(self.images[perm].split(self.bs), self.labels[perm].split(self.bs), strict=True)
+
+
+class LoaderSeededOnDevice:
+    def __init__(self, images, labels, batch_size, seed=0):
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.gen = torch.Generator(device=images.device).manual_seed(seed)  # a generator on the data's device
+
+    def __len__(self):
+        return (len(self.labels) + self.batch_size - 1) // self.batch_size
+
+    def __iter__(self):
+        n = len(self.labels)
+        order = torch.randperm(n, device=self.images.device, generator=self.gen)
+        for start in range(0, n, self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderCopiedOrder(LoaderRandperm):
+    def __iter__(self):
+        order = torch.randperm(len(self.labels)).to(self.labels.device)  # a blocking copy each epoch
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderCpuIndices(LoaderRandperm):
+    def __iter__(self):
+        order = torch.randperm(len(self.labels))  # on the CPU, indexing data on the device
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderIndexSelectCpu(LoaderRandperm):
+    def __iter__(self):
+        for idx in torch.randperm(len(self.labels)).split(self.batch_size):  # CPU indices: a GPU refuses them here
+            yield self.images.index_select(0, idx), self.labels.index_select(0, idx)
+
+
+class LoaderLenPlusOne(LoaderRandperm):
+    def __len__(self):
+        return len(self.labels) // self.batch_size + 1  # one too many when the batches divide evenly
+
+
+class LoaderShuffledAtBuild(LoaderRandperm):
+    def __init__(self, images, labels, batch_size):
+        order = torch.randperm(len(labels), device=labels.device)
+        super().__init__(images[order], labels[order], batch_size)  # shuffled once, when built
+
+    def __iter__(self):
+        for start in range(0, len(self.labels), self.batch_size):
+            yield self.images[start : start + self.batch_size], self.labels[start : start + self.batch_size]
+
+
+class LoaderOneShot(LoaderRandperm):
+    def __init__(self, images, labels, batch_size):
+        super().__init__(images, labels, batch_size)
+        self.batches = super().__iter__()  # one pass, made when built
+
+    def __iter__(self):
+        return self.batches
 
 
 class LoaderArgsort:
@@ -305,7 +414,9 @@ class LoaderItemOrder(LoaderRandperm):
             yield self.images[idx], self.labels[idx]
 
 
-@pytest.mark.parametrize("cls", [LoaderRandperm, LoaderSplit, LoaderArgsort, LoaderTensorBatches, LoaderGenerator])
+@pytest.mark.parametrize(
+    "cls", [LoaderRandperm, LoaderSplit, LoaderArgsort, LoaderTensorBatches, LoaderGenerator, LoaderSeededOnDevice]
+)
 def test_device_loader_accepts(cls, capsys):
     assert check.device_loader(cls), capsys.readouterr().out
 
@@ -315,12 +426,19 @@ def test_device_loader_accepts(cls, capsys):
     [
         (unwritten, "Not written yet"),
         (LoaderNoShuffle, "it is not shuffled"),
-        (LoaderShuffleOnce, "Two epochs give the same order"),
+        (LoaderShuffleOnce, "give the same order"),
         (LoaderDropLast, "the last, smaller batch was dropped"),
         (LoaderToCpu, "8 x .cpu()"),
         (LoaderTwoOrders, "shuffled with different orders"),
         (LoaderPythonShuffle, "one at a time"),
         (LoaderItemOrder, "host synchronisation"),
+        (LoaderCpuIndices, "the order (or the indices) is drawn on the CPU"),
+        (LoaderCpuIndices, "With data on meta"),
+        (LoaderCopiedOrder, "blocking copy to the device"),
+        (LoaderIndexSelectCpu, "index_select() with CPU indices into device data"),
+        (LoaderLenPlusOne, "len() of your loader is 4 for 48 samples"),
+        (LoaderShuffledAtBuild, "Two epochs"),
+        (LoaderOneShot, "The second epoch"),
     ],
 )
 def test_device_loader_explains(cls, fragment, capsys):
@@ -330,7 +448,7 @@ def test_device_loader_explains(cls, fragment, capsys):
 
 # ---------------------------------------------------------------- (3) a mixed-precision step
 def _dtype(device):
-    if device.type == "cuda" and torch.cuda.is_bf16_supported() or device.type == "cpu":
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False) or device.type == "cpu":
         return torch.bfloat16
     return torch.float16
 
@@ -458,8 +576,61 @@ def amp_returns_scaled(model, imgs, targets, loss_fn, optimizer, scaler):
     return scaled
 
 
+def amp_course_dtype(model, imgs, targets, loss_fn, optimizer, scaler):
+    from helpers.speed import amp_dtype
+
+    optimizer.zero_grad()
+    with torch.autocast(imgs.device.type, dtype=amp_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_unscale_then_plain_step(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    optimizer.step()  # steps even when the gradients hold inf
+    scaler.update()
+    return loss
+
+
+def amp_cpu_hardcoded(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = loss_fn(model(imgs), targets)
+    optimizer.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_zero_grad_between(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    scaler.scale(loss).backward()
+    optimizer.zero_grad()  # clears the gradients backward() just computed
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
+def amp_zero_grad_between_keep(model, imgs, targets, loss_fn, optimizer, scaler):
+    with torch.autocast(imgs.device.type, dtype=_dtype(imgs.device)):
+        loss = loss_fn(model(imgs), targets)
+    scaler.scale(loss).backward()
+    optimizer.zero_grad(set_to_none=False)  # zeros instead of None: the step runs, with nothing to apply
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
 @pytest.mark.parametrize(
-    "fn", [amp_standard, amp_fp16_everywhere, amp_loss_outside, amp_explicit_unscale, amp_decorated]
+    "fn", [amp_standard, amp_fp16_everywhere, amp_loss_outside, amp_explicit_unscale, amp_decorated, amp_course_dtype]
 )
 def test_amp_step_accepts(fn, capsys):
     assert check.amp_step(fn), capsys.readouterr().out
@@ -476,11 +647,31 @@ def test_amp_step_accepts(fn, capsys):
         (amp_no_update, "scaler.update() was not called"),
         (amp_step_without_scale, "call scaler.scale(loss).backward() first"),
         (amp_returns_scaled, "not scaler.scale(loss)"),
+        (amp_unscale_then_plain_step, "in a step whose gradients held inf"),
+        (amp_cpu_hardcoded, "'cpu', not for 'cuda'"),
+        (amp_zero_grad_between, "the gradients were cleared before the optimizer stepped"),
+        (amp_zero_grad_between_keep, "the gradients were cleared before the optimizer stepped"),
     ],
 )
 def test_amp_step_explains(fn, fragment, capsys):
     assert not check.amp_step(fn)
     assert fragment in capsys.readouterr().out
+
+
+def test_amp_feedback_never_shows_the_solution(capsys):
+    for fn in (unwritten, amp_cuda_hardcoded, amp_no_scaler, amp_plain_step, amp_cpu_hardcoded):
+        assert not check.amp_step(fn)
+        out = capsys.readouterr().out
+        for code in ("with torch.autocast(", "scaler.scale(loss).backward()", "return loss"):
+            assert code not in out, (fn.__name__, code)
+
+
+def test_amp_pass_message_is_the_same_on_every_machine(capsys):
+    # the solutions notebook stores it: nothing in it may name this machine's device or 16-bit type
+    assert check.amp_step(amp_standard)
+    out = capsys.readouterr().out
+    for word in ("cpu", "cuda", "mps", "bfloat16", "float16 on"):
+        assert word not in out, word
 
 
 def test_checks_never_raise(capsys):

@@ -26,6 +26,26 @@ def test_ladder_is_cumulative():
     assert grad_scaler_works("mps") == (torch.torch_version.TorchVersion(torch.__version__) >= (2, 8))
 
 
+def test_amp_dtype_is_bfloat16_only_where_the_gpu_runs_it_natively():
+    from helpers.simulate import simulated_machine
+
+    # a T4 (7.5) or V100 (7.0): torch.cuda.is_bf16_supported() says True there by default (emulated bfloat16)
+    for capability, dtype in (((7, 5), torch.float16), ((7, 0), torch.float16), ((8, 0), torch.bfloat16),
+                              ((9, 0), torch.bfloat16)):  # fmt: skip
+        with simulated_machine(cuda=1, capability=capability):
+            assert amp_dtype("cuda") == dtype, capability
+            assert needs_grad_scaler("cuda") == (dtype == torch.float16)
+    with simulated_machine(cuda=1, capability=(7, 5), rocm="6.4"):  # AMD GPUs run bfloat16
+        assert amp_dtype("cuda") == torch.bfloat16
+    assert amp_dtype("mps") == torch.float16 and needs_grad_scaler("mps")
+
+
+def test_the_article_rung_copies_as_the_article_does():
+    rungs = {r.name: r for r in ladder()}
+    assert not rungs["article loop"].non_blocking and rungs["article loop"].item_every_step  # imgs.to(device)
+    assert rungs["no hidden syncs"].non_blocking and not rungs["no hidden syncs"].item_every_step
+
+
 def test_notes_say_why_only_when_the_run_can_tell():
     rungs = ladder()[:3]
     names = [r.name for r in rungs]
@@ -39,11 +59,34 @@ def test_notes_say_why_only_when_the_run_can_tell():
 
     assert notes(1) == ["", "slower here, but 1 round(s) of 2 steps are too few to tell", ""]
     assert notes(5)[1] == f"did not pay here: {why_not('no hidden syncs', 'cpu')}"
-    assert "waits for nothing" in notes(5)[1]
+    assert "wait for nothing" in notes(5)[1]
     drop = notes(5, accuracy=(0.9, 0.9, 0.7))[2]  # faster than the rung above, but it learns less
     assert drop == "lower accuracy after the same steps (70.0%, the rung above 90.0%)"
     assert notes(1, accuracy=(0.9, 0.9, 0.7))[2] == ""  # quick runs: accuracy after 4 steps says nothing
     assert "bfloat16" in why_not("mixed precision", "cpu") and why_not("mixed precision", "cuda")
+
+
+def test_ladder_plot_keeps_slower_and_less_accurate_apart():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.speed_plots import SPEED_COLOURS, ladder_bars, plot_ladder
+
+    rungs = ladder()[:3]
+    names = [r.name for r in rungs]
+    ratios, accuracy = dict(zip(names, (1.0, 0.8, 1.2), strict=True)), dict(zip(names, (0.9, 0.9, 0.7), strict=True))
+    result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, accuracy, 24, {}, {}, torch.device("cpu"), 5)
+    bars = ladder_bars(result)
+    assert [(b["slower"], b["less_accurate"]) for b in bars] == [(False, False), (True, False), (False, True)]
+    fig = plot_ladder(result)
+    patches = fig.axes[0].patches[:3][::-1]  # drawn bottom-up
+    assert [matplotlib.colors.to_hex(p.get_facecolor()) for p in patches] == [
+        matplotlib.colors.to_hex(SPEED_COLOURS[k]) for k in ("faster", "slower", "faster")
+    ]
+    assert [p.get_hatch() for p in patches] == [None, None, "//"]  # the accuracy drop is hatched, not grey
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["faster than the rung above (or the first rung)", "slower than the rung above",
+                      "lower accuracy than the rung above"]  # fmt: skip
 
 
 def test_rungs_train_and_sync_as_described(monkeypatch):
@@ -92,6 +135,34 @@ def test_recorder_counts_what_a_gpu_waits_for():
     assert len(log) == 0, str(log)
     assert y.item() is not None  # recorder removed: methods work as before
     assert torch.Tensor.cpu.__name__ == "cpu"
+
+
+def test_recorder_counts_blocking_copies_to_a_device():
+    # meta stands in for a GPU: a device that is never the CPU
+    data = torch.zeros(10, 3, device="meta")
+    host = torch.arange(10)
+    cases = {
+        "a blocking .to(device)": (lambda: host.to("meta"), 1),
+        "copy_ into a device tensor": (lambda: data.copy_(torch.zeros(10, 3)), 1),
+        "torch.tensor(..., device=...)": (lambda: torch.tensor([1.0, 2.0], device="meta"), 1),
+        "torch.as_tensor(..., device=...)": (lambda: torch.as_tensor([1.0, 2.0], device="meta"), 1),
+        "CPU indices into device data": (lambda: data[torch.randperm(10)[:4]], 1),
+        "assignment at CPU indices": (lambda: data.__setitem__(torch.tensor([1, 2]), 0.0), 1),
+        "non_blocking=True": (lambda: host.to("meta", non_blocking=True), 0),
+        "copy_ non_blocking": (lambda: data.copy_(torch.zeros(10, 3), non_blocking=True), 0),
+        "indices on the device": (lambda: data[torch.randperm(10, device="meta")[:4]], 0),
+        "slices": (lambda: data[2:5], 0),
+        "a CPU tensor to the CPU": (lambda: host.to("cpu"), 0),
+        "a dtype change": (lambda: host.to(torch.float32), 0),
+    }
+    for name, (code, expected) in cases.items():
+        with record_syncs() as log:
+            code()
+        assert len(log) == expected and not log.mixed, (name, str(log))
+    with record_syncs() as log:  # not a synchronisation: a CUDA GPU refuses it ("Expected all tensors ...")
+        data.index_select(0, torch.arange(3))
+    assert len(log) == 0 and log.mixed == ["index_select() with CPU indices into device data"]
+    assert torch.tensor.__name__ == "tensor" and torch.Tensor.to.__name__ == "to"  # restored
 
 
 def test_child_stderr_is_captured():

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import io
 import warnings
+from unittest import mock
 
 import torch
 from torch import nn
@@ -20,27 +21,23 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from helpers.devices import pick_device
 from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
 from helpers.speed import grad_scaler_works
-from helpers.sync_recorder import record_syncs
+from helpers.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, record_syncs
 
 # ---------------------------------------------------------------- Exercise 1: a loop without hidden syncs
 
 SYNC_FIXES = {
     ".item() / float() / int() / bool() / `if` on a tensor": (
-        "sum on the device (total = total + loss.detach()), keep the largest loss with torch.maximum, and read "
-        "both once after the loop; an `if loss > 100` inside the loop reads the loss every step"
+        "`.item()`, `float()`, an `if` on a tensor (`if loss > 100`) and an f-string of a tensor each read a value "
+        "on the host: keep what the loop collects (the sum, the largest loss) as tensors on the device and read them "
+        "after the loop"
     ),
-    "print() or repr() of a tensor": "do not print tensors inside the loop",
-    ".cpu()": "keep the running values on the device; move one number to the host at the end",
-    ".tolist()": "keep the running values on the device; move one number to the host at the end",
-    ".numpy()": "keep the running values on the device; move one number to the host at the end",
+    "print() or repr() of a tensor": "printing a tensor reads it on the host: do not print inside the loop",
+    ".cpu()": "a tensor moved to the host inside the loop is a wait: move one result after the loop",
+    ".tolist()": "a tensor turned into a list inside the loop is a wait: do it once after the loop",
+    ".numpy()": "a tensor turned into an array inside the loop is a wait: do it once after the loop",
 }
-QUIET_HINT = (
-    "Keep two running tensors on the device: total = total + loss.detach() and "
-    "worst = torch.maximum(worst, loss.detach()). After the loop: if worst.item() > 100: raise RuntimeError(...); "
-    "return total.item() / len(batches)."
-)
-
-
+WHERE_SYNCS = "Section 1, 'Hidden synchronisations', lists the calls that make the CPU wait and what to do instead."
+SHORT_RUN, LONG_RUN = 5, 30  # long enough to see a sync that comes every few steps (`if step % 10 == 0: print(...)`)
 SIDE = 8  # the checks train a small CNN on 8x8 images: the same kinds of layers as Tudui, a fraction of the work
 
 
@@ -70,9 +67,9 @@ def _setup(device):
 
 @functools.cache
 def _reference(device: torch.device) -> tuple[float, list[torch.Tensor]]:
-    """The original loop's mean loss over 6 batches and the weights it leaves (computed once per device)."""
+    """The original loop's mean loss over LONG_RUN batches and the weights it leaves (computed once per device)."""
     model, loss_fn, optimizer = _setup(device)
-    expected = _reference_loop(model, _batches(device, 6), loss_fn, optimizer)
+    expected = _reference_loop(model, _batches(device, LONG_RUN), loss_fn, optimizer)
     return expected, [p.detach().clone() for p in model.parameters()]
 
 
@@ -106,6 +103,36 @@ def _report(err: Exception, when: str = "", hint: str = ""):
     return failed(f"{where} code raised {type(err).__name__}: {err}", hint)
 
 
+class _Steps:
+    """Watches an optimizer: ``cleared()`` is True when every step found its gradients cleared (None or zero)."""
+
+    def __init__(self, optimizer):
+        self.sizes = []  # per step: the gradients' total size, a tensor on their device (no host read here)
+        optimizer.register_step_pre_hook(self._look)
+
+    def _look(self, opt, args, kwargs):
+        grads = [
+            p.grad.detach().abs().sum() for group in opt.param_groups for p in group["params"] if p.grad is not None
+        ]
+        self.sizes.append(torch.stack(grads).sum() if grads else None)
+
+    def cleared(self) -> bool:
+        return bool(self.sizes) and all(s is None or float(s) == 0 for s in self.sizes)
+
+
+CLEARED = (
+    "the gradients were cleared before the optimizer stepped: zero_grad() ran between backward() and step(), so "
+    "every step found no gradient and the weights never moved"
+)
+
+
+def _per_step(extra, more: int) -> str:
+    parts = []
+    for name, n in extra.most_common():
+        parts.append(f"{n // more} x {name} per step" if n % more == 0 else f"{n} more x {name} in {more} more steps")
+    return ", ".join(parts)
+
+
 @exercise_check
 def quiet_loop(fn):
     """``fn(model, batches, loss_fn, optimizer)``: train on each batch; return the mean loss per batch as a
@@ -113,55 +140,67 @@ def quiet_loop(fn):
     loop are fine)."""
     device = pick_device()
     counts, logs = {}, {}
-    for n in (3, 6):
+    for n in (SHORT_RUN, LONG_RUN):
         learner_model, loss_fn, optimizer = _setup(device)
+        steps = _Steps(optimizer)
         batches = _batches(device, n)
         with record_syncs() as log:
             result, error = _try(fn, learner_model, batches, loss_fn, optimizer)
         if error is not None:
-            return _report(error, hint=QUIET_HINT)
+            return _report(error, when=f"On {device} with {n} batches", hint=WHERE_SYNCS)
         counts[n], logs[n] = len(log), log
-    if counts[6] > counts[3]:
-        extra = logs[6].counts() - logs[3].counts()
-        per_step = ", ".join(f"{n // 3} x {name}" for name, n in extra.most_common())
-        fixes = "; ".join(dict.fromkeys(SYNC_FIXES.get(name, "") for name in extra))
+    if counts[LONG_RUN] > counts[SHORT_RUN]:
+        more = LONG_RUN - SHORT_RUN
+        extra = logs[LONG_RUN].counts() - logs[SHORT_RUN].counts()
+        fixes = "; ".join(dict.fromkeys(SYNC_FIXES[name] for name in extra if name in SYNC_FIXES))
         return failed(
-            f"Your loop still makes host synchronisations every step: {per_step} per step "
-            f"({counts[3]} in 3 steps, {counts[6]} in 6). On a GPU each one makes the CPU wait for the GPU.",
-            f"{fixes}. {QUIET_HINT}",
+            f"Your loop makes host synchronisations that grow with the number of steps: {counts[SHORT_RUN]} in "
+            f"{SHORT_RUN} steps, {counts[LONG_RUN]} in {LONG_RUN} ({_per_step(extra, more)}). Observed on {device} "
+            f"with {SHORT_RUN} and {LONG_RUN} batches, counted by the recorder of section 1 (what a GPU would wait "
+            "for). On a GPU each one makes the CPU wait until the GPU has finished.",
+            f"{fixes + '. ' if fixes else ''}{WHERE_SYNCS}",
         )
+    if steps.cleared():
+        return failed(f"Your loop trains nothing: {CLEARED} (observed on {device}, {LONG_RUN} batches).",
+                      "Each step: clear the old gradients, then backward(), then step().")  # fmt: skip
     expected, reference_weights = _reference(device)
     if isinstance(result, torch.Tensor):
-        return failed("Your function returns a tensor: return a Python float (one .item() after the loop).", QUIET_HINT)
+        return failed(
+            "Your function returns a tensor: the statement asks for a Python float (read on the host once, after "
+            "the loop).",
+            WHERE_SYNCS,
+        )
     if not isinstance(result, float | int) or abs(result - expected) > 1e-4 * max(1.0, abs(expected)):
         return failed(
-            f"Your function returns {result!r}; the mean loss per batch over these 6 batches is {expected:.4f}.",
-            "Sum every batch's loss on the device and divide by len(batches) at the end.",
+            f"Your function returns {result!r}; the mean loss per batch over these {LONG_RUN} batches (on {device}) "
+            f"is {expected:.4f}.",
+            "Add up every batch's loss and divide by the number of batches, once, after the loop.",
         )
-    pairs = zip(learner_model.parameters(), reference_weights, strict=True)  # the model trained on 6 batches
+    pairs = zip(learner_model.parameters(), reference_weights, strict=True)  # the model trained on LONG_RUN batches
     if not all(torch.allclose(a, b, atol=1e-5) for a, b in pairs):
         return failed(
-            "The returned loss is right, but the model was not trained as the original loop trains it.",
+            f"The returned loss is right, but after {LONG_RUN} batches the weights differ from the original loop's.",
             "Keep zero_grad(), backward() and step() for every batch, in that order.",
         )
     model, loss_fn, optimizer = _setup(device)
     _, error = _try(fn, model, _batches(device, 1, scale=1e5), loss_fn, optimizer)
     if not isinstance(error, RuntimeError):
         return failed(
-            "With a loss far over 100 your function did not raise RuntimeError: the check that a run diverged is gone.",
-            "Keep the largest loss on the device (torch.maximum) and test it once after the loop.",
+            "With a loss far over 100 (inputs scaled by 1e5) your function did not raise RuntimeError: the check "
+            "that a run diverged is gone.",
+            "Keep the largest loss as a tensor on the device during the loop and test it once after the loop.",
         )
     return passed(
-        f"{counts[6]} host synchronisation(s) in 6 steps, as in 3: none per step. The same mean loss and "
-        "weights as the original loop, and a diverged run still raises."
+        f"{counts[LONG_RUN]} host synchronisation(s) in {LONG_RUN} steps, as in {SHORT_RUN}: none per step. The same "
+        "mean loss and weights as the original loop, and a diverged run still raises."
     )
 
 
 # ---------------------------------------------------------------- Exercise 2: a loader that stays on the device
 
-LOADER_HINT = (
-    "In __iter__: order = torch.randperm(n, device=self.images.device); then for each start in "
-    "range(0, n, batch_size): idx = order[start:start + batch_size]; yield self.images[idx], self.labels[idx]."
+LOADER_WHERE = (
+    "Section 3, 'The data kept on the device', describes such a loader (one permutation per epoch, drawn where the "
+    "data is, sliced into batches); section 1 lists what makes the CPU wait."
 )
 
 
@@ -175,6 +214,18 @@ class _OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class _HostGenerator(torch.Generator):
+    """``torch.Generator(device=...)`` during the run on ``meta``: meta holds no random state, so a generator for it
+    is made on the CPU (meta's random functions accept one and ignore it). A GPU holds its own generator."""
+
+    def __new__(cls, device="cpu"):
+        device = torch.device(device)
+        return super().__new__(cls, device="cpu" if device.type == OTHER_DEVICE.type else device)
+
+    def __init__(self, device="cpu"):
+        pass
+
+
 def _numbered(n: int, device):
     """Image i is filled with the value i, label i is i: a batch tells which samples it holds."""
     images = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 3, 4, 4).contiguous()
@@ -185,43 +236,87 @@ def _epoch(loader):
     return list(loader)
 
 
+def _on_other_device(cls, n: int, bs: int):
+    """The loader built and read for one epoch with its data on meta: (batches, sync log) or a verdict."""
+    images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
+    when = f"With data on {OTHER_DEVICE} (a device that is never the CPU, standing in for a GPU)"
+    with mock.patch.object(torch, "Generator", _HostGenerator), record_syncs() as log:
+        loader, error = _try(cls, images, labels, bs)
+        if error is None:
+            batches, error = _try(_epoch, loader)
+    if error is not None:
+        return _report(error, when=when, hint=LOADER_WHERE)
+    places = {t.device for b in batches for t in b}
+    if places != {OTHER_DEVICE}:
+        return failed(
+            f"{when}, your batches are on {', '.join(sorted(map(str, places)))}: the loader moves the data.",
+            LOADER_WHERE,
+        )
+    if log.mixed:
+        return failed(
+            f"{when}, your loader calls {log.mixed[0]}: on a CUDA GPU that raises 'Expected all tensors to be on the "
+            "same device' (the indices must be where the data is).",
+            "Draw the random order where the data is (the random functions take a device). " + LOADER_WHERE,
+        )
+    if len(log):
+        kinds = log.counts()
+        if CPU_INDICES in kinds:
+            why = (
+                "the order (or the indices) is drawn on the CPU and indexes data on the device: on a CUDA GPU each "
+                "batch first copies its indices to the GPU, and the CPU waits for that copy"
+            )
+            hint = "Draw the random order where the data is (the random functions take a device). "
+        elif BLOCKING_COPY in kinds or NEW_ON_DEVICE in kinds:
+            why = "a copy from the CPU to the device that the CPU waits for (on a CUDA GPU, behind all queued work)"
+            hint = "Draw the random order where the data is, or copy it over with non_blocking=True. "
+        else:
+            why = "on a GPU each one makes the CPU wait for the GPU"
+            hint = ""
+        return failed(
+            f"{when}, one epoch of your loader makes {len(log)} host synchronisation(s) ({log}): {why}.",
+            hint + LOADER_WHERE,
+        )
+    return None
+
+
 @exercise_check
 def device_loader(cls):
     """``cls(images, labels, batch_size)``: iterating gives shuffled ``(images, labels)`` batches on the data's
     device, a new order each epoch, every sample once, the last batch possibly smaller; ``len()`` is the
     number of batches."""
     device, n, bs = pick_device(), 50, 16
+    where = f"on {device}, {n} samples in batches of {bs}"
     images, labels = _numbered(n, device)
     loader, error = _try(cls, images, labels, bs)
     if error is not None:
-        return _report(error, hint=LOADER_HINT)
+        return _report(error, hint=LOADER_WHERE)
     torch.manual_seed(0)
     ops = _OpCounter()
     with record_syncs() as log, ops:
         first, error = _try(_epoch, loader)
     if error is not None:
-        return _report(error, hint=LOADER_HINT)
+        return _report(error, when=f"Reading one epoch ({where})", hint=LOADER_WHERE)
     if not first or not all(isinstance(b, tuple | list) and len(b) == 2 for b in first):
-        return failed("Iterating your loader must give (images, labels) pairs.", LOADER_HINT)
+        return failed(f"Iterating your loader ({where}) must give (images, labels) pairs.", LOADER_WHERE)
     places = {t.device for b in first for t in b}
     if places != {images.device}:
         moves = f" ({log})" if len(log) else ""
         return failed(
             f"Your batches are on {', '.join(sorted(map(str, places)))}, the data on {images.device}{moves}: "
             "a loader that keeps data on the device slices it there and gives it back there.",
-            LOADER_HINT,
+            LOADER_WHERE,
         )
     if len(log):
         return failed(
-            f"One epoch of your loader makes {len(log)} host synchronisation(s) ({log}): on a GPU each one "
-            "waits for the GPU. Shuffle with a tensor of indices, not a Python list.",
-            LOADER_HINT,
+            f"One epoch of your loader ({where}) makes {len(log)} host synchronisation(s) ({log}): on a GPU each "
+            "one waits for the GPU. Shuffle with a tensor of indices on the data's device, not a Python list.",
+            LOADER_WHERE,
         )
     if ops.count >= n:
         return failed(
             f"One epoch ran {ops.count} tensor operations for {n} samples: your loader handles the samples one "
             "at a time (as a DataLoader over a TensorDataset does). Index a whole batch at once.",
-            LOADER_HINT,
+            LOADER_WHERE,
         )
     got_labels = torch.cat([b[1] for b in first]).cpu()
     got_images = torch.cat([b[0] for b in first]).cpu()
@@ -229,54 +324,60 @@ def device_loader(cls):
     if sorted(got_labels.tolist()) != list(range(n)):
         missing = n - len(set(got_labels.tolist()))
         return failed(
-            f"One epoch gave {len(got_labels)} samples, {missing} of the {n} missing"
+            f"One epoch ({where}) gave {len(got_labels)} samples, {missing} of the {n} missing"
             + (" (the last, smaller batch was dropped)." if len(got_labels) < n else "."),
-            "Every sample once per epoch: slice the permutation in steps of batch_size up to n, keeping the "
-            "last, smaller batch.",
+            "Every sample once per epoch: batches of batch_size up to n, keeping the last, smaller batch.",
         )
     if sizes[:-1] != [bs] * (len(sizes) - 1):
-        return failed(f"Batch sizes {sizes}: all but the last must be {bs}.", LOADER_HINT)
+        return failed(f"Batch sizes {sizes} ({where}): all but the last must be {bs}.", LOADER_WHERE)
     if not torch.equal(got_images[:, 0, 0, 0].long(), got_labels):
         return failed(
-            "Images and labels do not match any more: they were shuffled with different orders.",
-            "Draw one permutation per epoch and index both tensors with it.",
+            f"Images and labels do not match any more ({where}): they were shuffled with different orders.",
+            "Use one permutation per epoch for both tensors.",
         )
     if torch.equal(got_labels, torch.arange(n)):
-        return failed("The first epoch gives the samples in their stored order: it is not shuffled.", LOADER_HINT)
-    second = _epoch(loader)
-    if torch.equal(torch.cat([b[1] for b in second]).cpu(), got_labels):
-        return failed(
-            "Two epochs give the same order: the permutation is drawn once (in __init__?), not each epoch.",
-            "Draw the permutation in __iter__, so each epoch gets a new one.",
-        )
-    if len(loader) != len(first):
-        return failed(f"len() of your loader is {len(loader)}, but an epoch has {len(first)} batches.",
-                      "__len__: (n + batch_size - 1) // batch_size.")  # fmt: skip
-    meta_images, meta_labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
-    meta_loader, error = _try(cls, meta_images, meta_labels, bs)
-    if error is None:
-        meta_batches, error = _try(_epoch, meta_loader)
+        return failed(f"The first epoch ({where}) gives the samples in their stored order: it is not shuffled.",
+                      LOADER_WHERE)  # fmt: skip
+    second, error = _try(_epoch, loader)
     if error is not None:
-        return _report(error, when=f"With data on {OTHER_DEVICE} (a device that is never the CPU)", hint=LOADER_HINT)
-    places = {t.device for b in meta_batches for t in b}
-    if places != {OTHER_DEVICE}:
+        return _report(error, when=f"Reading a second epoch ({where})", hint=LOADER_WHERE)
+    second_labels = torch.cat([b[1] for b in second]).cpu() if second else torch.zeros(0, dtype=torch.long)
+    if sorted(second_labels.tolist()) != list(range(n)):
         return failed(
-            f"With data on {OTHER_DEVICE} (a device that is never the CPU), your batches are on "
-            f"{', '.join(sorted(map(str, places)))}: the loader moves the data.",
-            LOADER_HINT,
+            f"The second epoch ({where}) gave {len(second_labels)} samples, not each of the {n} once: the loader "
+            "must start a new pass every time it is iterated.",
+            LOADER_WHERE,
         )
+    if torch.equal(second_labels, got_labels):
+        return failed(
+            f"Two epochs ({where}) give the same order: the samples are shuffled once (when the loader is built?), "
+            "not for each epoch.",
+            "Shuffle at the start of every pass over the data (each call of __iter__).",
+        )
+    for size in (n, 48, 64, 7):  # sizes that split evenly into batches and sizes that do not
+        sized = cls(*_numbered(size, device), bs) if size != n else loader
+        batches = -(-size // bs)
+        if len(sized) != batches:
+            return failed(
+                f"len() of your loader is {len(sized)} for {size} samples in batches of {bs}; an epoch has "
+                f"{batches} batches.",
+                "len() counts the batches of one epoch: the full ones plus one smaller batch only if samples are "
+                "left over.",
+            )
+    verdict = _on_other_device(cls, n, bs)
+    if verdict is not None:
+        return verdict
     return passed(
         f"{len(first)} batches per epoch, on {images.device}, every sample once, a new order each epoch, "
-        "no host synchronisation."
+        f"no host synchronisation (also with the data on {OTHER_DEVICE}, standing in for a GPU)."
     )
 
 
 # ---------------------------------------------------------------- Exercise 3: a mixed-precision step
 
 AMP_HINT = (
-    "with torch.autocast(device_type=imgs.device.type, dtype=dtype): loss = loss_fn(model(imgs), targets); "
-    "then optimizer.zero_grad(); scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update(); "
-    "return loss. dtype: torch.bfloat16 on the CPU (and CUDA GPUs that have it), else torch.float16."
+    "Section 4, 'Mixed precision: torch.autocast', shows the forward pass under autocast for the tensors' device "
+    "and a training step through a GradScaler (scale, step, update); it also says which 16-bit type each device runs."
 )
 LOW = (torch.bfloat16, torch.float16)
 INIT_SCALE = 2.0**8
@@ -321,10 +422,17 @@ def _amp_check_on(fn, device):
         autocast_on.update(_autocast_types())
 
     model[0].register_forward_hook(look)
+    steps = _Steps(optimizer)
     scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, growth_interval=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loss, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
+    no_grads = all(p.grad is None for p in model.parameters())
+    if (error is not None and "No inf checks were recorded for this optimizer" in str(error) and no_grads) or (
+        error is None and steps.cleared()
+    ):
+        return failed(f"On {device}, {CLEARED}.", "Clear the old gradients before backward(), never between "
+                      "backward() and the step.")  # fmt: skip
     if error is not None:
         if "_scale is None" in str(error):
             return failed(
@@ -396,7 +504,79 @@ def _amp_check_on(fn, device):
             "loss itself, not scaler.scale(loss).",
             AMP_HINT,
         )
+    skipped = _inf_step_skipped(fn, device)
+    if skipped is not None:
+        return skipped
     return None, seen[0]
+
+
+def _inf_step_skipped(fn, device):
+    """A step whose gradients hold inf must leave the weights alone (scaler.step skips it); None if it does."""
+    model, imgs, targets, loss_fn, optimizer = _amp_setup(device)
+    before = [p.detach().clone() for p in model.parameters()]
+    model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
+    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, growth_interval=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
+    if error is not None:
+        return _report(error, when=f"On {device}, in a step whose gradients held inf", hint=AMP_HINT)
+    changed = [not torch.equal(p.detach(), b) for p, b in zip(model.parameters(), before, strict=True)]
+    if any(changed):
+        return failed(
+            f"On {device}, in a step whose gradients held inf (injected into the first convolution's weight "
+            "gradient, as a float16 overflow makes them), your step still changed the weights: the optimizer "
+            "stepped without the scaler's check for inf/NaN. scaler.step(optimizer) skips such a step (after "
+            "scaler.unscale_(optimizer) too); optimizer.step() called by itself does not.",
+            AMP_HINT,
+        )
+    if scaler.get_scale() >= INIT_SCALE:
+        return failed(
+            f"On {device}, after a step whose gradients held inf, the scale did not shrink: scaler.update() "
+            "must follow scaler.step(optimizer) in every step.",
+            AMP_HINT,
+        )
+    return None
+
+
+class _Elsewhere(torch.Tensor):
+    """A CPU tensor that says it is on a CUDA GPU: the step's code sees ``cuda`` wherever it asks for the device."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+class _ForwardSeen(Exception):
+    pass
+
+
+def _autocast_follows_data(fn):
+    """The step run as if the model and tensors were on a CUDA GPU, on a machine that has none: which device types
+    was autocast on for during the forward pass? None when the step could not be run that far (no verdict)."""
+    from helpers.simulate import simulated_machine
+
+    model, imgs, targets, loss_fn, optimizer = _amp_setup(torch.device("cpu"))
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None:
+                module._parameters[name] = nn.Parameter(p.detach().clone().as_subclass(_Elsewhere))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)  # made before the simulation (it imports torch._dynamo)
+    imgs, targets = imgs.as_subclass(_Elsewhere), targets.as_subclass(_Elsewhere)
+    autocast_on = []
+
+    def look(module, inputs, output):
+        autocast_on.append(_autocast_types())
+        raise _ForwardSeen
+
+    model[0].register_forward_hook(look)
+    scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
+    with simulated_machine(cuda=1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
+    if not isinstance(error, _ForwardSeen) or not autocast_on:
+        return None
+    return autocast_on[0]
 
 
 @exercise_check
@@ -407,13 +587,21 @@ def amp_step(fn):
     devices = list(dict.fromkeys([torch.device("cpu"), pick_device()]))
     untested = [d for d in devices if not grad_scaler_works(d)]  # MPS before torch 2.8: no GradScaler there
     devices = [d for d in devices if d not in untested]
-    used = {}
     for device in devices:
         verdict = _amp_check_on(fn, device)
         if not isinstance(verdict, tuple):
             return verdict
-        used[device] = verdict[1]
-    where = "; ".join(f"{str(dt).replace('torch.', '')} on {d}" for d, dt in used.items())
-    also = "".join(f" (Not run on {d}: this torch's GradScaler does not work there; 2.8 adds it.)" for d in untested)
-    return passed(f"Autocast ran the forward pass in {where}; weights stayed float32; the scaler scaled, unscaled "
-                  f"and updated.{also}")  # fmt: skip
+    if all(d.type != "cuda" for d in devices):  # a CPU-only machine: is the autocast device type read from the data?
+        autocast_on = _autocast_follows_data(fn)
+        if autocast_on is not None and "cuda" not in autocast_on:
+            on = ", ".join(map(repr, autocast_on)) or "no device type"
+            return failed(
+                f"With the model and tensors on a CUDA GPU (simulated: tensors that report device cuda:0), your "
+                f"forward pass ran with autocast on for {on}, not for 'cuda': the device type is fixed in your code. "
+                "It must come from the tensors (or the model), so that the same step runs in 16 bits on every device.",
+                AMP_HINT,
+            )
+    return passed(
+        "Autocast ran your forward pass in 16 bits for the device of its tensors, the weights stayed float32, the "
+        "scaler scaled, unscaled and updated, and a step with inf gradients was skipped."
+    )
