@@ -402,7 +402,7 @@ def returns_tensors(make_model, start, batches, class_weights, device):
         (logs_numpy, FixedNet, "can't convert meta device type tensor to numpy"),
         (no_optimizer_state, FixedNet, "Its momentum from the checkpoint was not loaded"),
         (unweighted, FixedNet, "ignores the class weights"),
-        (no_model_state, FixedNet, "Load start['model'] into the model"),
+        (no_model_state, FixedNet, "Load the checkpoint's model state into the model"),
         (ignores_device, FixedNet, "Use the `device` argument you are given"),
         (returns_tensors, FixedNet, "not tensors"),
     ],
@@ -785,3 +785,40 @@ def loader_lambda_collate(images, labels):
 )
 def test_notebook_safe_loader_rejects(fn, fragment):
     rejects(check.notebook_safe_loader(fn), fragment)
+
+
+# ---------------------------------------------------------------- hints teach, they do not hand over the fix
+SOLUTION_LINES = [  # lines of the worked solutions (notebooks/solutions/09_error_clinic_solutions.ipynb)
+    "self.classifier = nn.Linear(16, 10)",
+    "make_model().to(device)",
+    "nn.CrossEntropyLoss(weight=class_weights).to(device)",
+    "labels.to(device)",
+    "loss.item()",
+    "map_location='cpu'",
+    "key.split('.', 1)[1]",
+    "state['model']",
+    "model.to(device)",
+    "TensorDataset(images, labels)",
+    "num_workers=0",
+]
+
+
+def _bank(test) -> list[tuple]:
+    """The wrong answers of a parametrized rejects test: each case without its expected fragment."""
+    return [case[:-1] for case in test.pytestmark[0].args[1]]
+
+
+@pytest.mark.parametrize(
+    "check_fn, test",
+    [
+        (check.fixed_training, test_fixed_training_rejects),
+        (check.load_anywhere, test_load_anywhere_rejects),
+        (check.notebook_safe_loader, test_notebook_safe_loader_rejects),
+    ],
+)
+def test_no_feedback_prints_a_line_of_the_solution(check_fn, test, capsys):
+    for case in _bank(test):
+        feedback = check_fn(*case)
+        assert not feedback
+        printed = feedback.message.replace('"', "'")
+        assert not [line for line in SOLUTION_LINES if line in printed], printed

@@ -215,11 +215,15 @@ LR, MOMENTUM = 0.1, 0.9
 CLASS_WEIGHTS = sum(CLASS_COUNTS) / (len(CLASS_COUNTS) * torch.tensor(CLASS_COUNTS, dtype=torch.float32))
 
 TRAIN_HINT = (
-    "model = make_model().to(device) first, then build the optimizer and load its state; "
-    "loss_fn = nn.CrossEntropyLoss(weight=class_weights).to(device); in the loop images.to(device) and "
-    "labels.to(device); log loss.item(); create every layer in __init__."
+    "Five things are wrong in the script: where the head layer is made, when the model moves (before or after its "
+    "optimizer), the loss's class weights, the labels, and how the loss is logged. Section 2 of this notebook (its "
+    "five ways in) and section 3 show each."
 )
-LAYER_HINT = "Create the layer in __init__ (self.classifier = nn.Linear(16, 10)) and only use it in forward()."
+FLOAT_HINT = "Return Python floats: a tensor method turns a one-element tensor into one (section 3)."
+LAYER_HINT = (
+    "Make the layer once, in __init__, as an attribute of the model, and only call it in forward() (section 2, way "
+    "4): then .to() moves it and the optimizer trains it."
+)
 
 
 def _clinic_batches(n: int, seed: int):
@@ -323,7 +327,8 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
         return failed(
             f"`.numpy()` of a tensor on {device} raised TypeError: {error} On a GPU: can't convert cuda:0 device "
             "type tensor to numpy. A NumPy array lives in the CPU's memory.",
-            "Log with loss.item() (a Python float), or loss.detach().cpu().numpy().",
+            "A device tensor must come to the CPU before NumPy can read it; for one number, a tensor method gives a "
+            "Python float directly (section 3).",
         )
     if not rules.refusals or not built.models:
         text = str(error)
@@ -342,7 +347,8 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
         return failed(
             f"Asked to train on {device}, the model stayed on {device_names(where)}: it was never moved "
             f"({type(error).__name__}: {error}).{on_gpu}",
-            "model = make_model().to(device), right after building it and before the optimizer.",
+            "Move the model to the device right after building it, before its optimizer is built and loaded (section "
+            "2, way 5).",
         )
     if stepping:
         state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
@@ -360,20 +366,21 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
             return failed(
                 f"The {culprits} stayed on {odd} while the model's outputs are on {main}: the loss raised "
                 f"'Expected all tensors to be on the same device' (as on a GPU).",
-                "labels = labels.to(device), next to images = images.to(device)."
-                + (" And nn.CrossEntropyLoss(weight=class_weights).to(device)." if "weight" in args else ""),
+                "Move the labels where you move the images (section 2, way 2)."
+                + (" The loss's class weights go there too (way 3)." if "weight" in args else ""),
             )
         if "weight" in args:
             return failed(
                 f"The loss's class weights stayed on {odd} while the outputs and labels are on {main}: the loss "
                 "raised 'Expected all tensors to be on the same device' (as on a GPU).",
-                "loss_fn = nn.CrossEntropyLoss(weight=class_weights).to(device): the weight is a buffer of the "
-                "loss, so .to() moves it (or pass class_weights.to(device)).",
+                "The class weights are a buffer of the loss module, and a module's .to() moves its buffers "
+                "(section 2, way 3).",
             )
     if op in ("convolution", "addmm", "mm"):
         return failed(
             f"The images reached the model on {odd}, the model is on {main}: {error}",
-            "images = images.to(device): Tensor.to() returns a moved copy, keep it.",
+            "Tensor.to() returns a moved copy and leaves the original where it was: keep what it returns "
+            "(section 2, way 1).",
         )
     return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", TRAIN_HINT)
 
@@ -385,14 +392,14 @@ def _floats_problem(losses, n: int):
         return failed(
             "Return the losses as Python floats, not tensors: tensors on the GPU keep GPU memory (and a graph, "
             "unless detached).",
-            "losses.append(loss.item())",
+            FLOAT_HINT,
         )
     if not isinstance(losses, list | tuple) or len(losses) != n:
         got = f"{len(losses)} values" if isinstance(losses, list | tuple) else type(losses).__name__
-        return failed(f"Return a list of {n} losses, one per batch; got {got}.", "losses.append(loss.item())")
+        return failed(f"Return a list of {n} losses, one per batch; got {got}.", FLOAT_HINT)
     if not all(isinstance(x, numbers.Real) for x in losses):
         kinds = sorted({type(x).__name__ for x in losses if not isinstance(x, numbers.Real)})
-        return failed(f"Return the losses as floats, not {', '.join(kinds)}.", "losses.append(loss.item())")
+        return failed(f"Return the losses as floats, not {', '.join(kinds)}.", FLOAT_HINT)
     return None
 
 
@@ -422,7 +429,7 @@ def fixed_training(train, make_model=None) -> object:
         return failed(
             f"Asked to train on {OTHER_DEVICE} (a device that is never the CPU), your model is on "
             f"{device_names(where)}.",
-            "Use the `device` argument you are given: model = make_model().to(device), before the optimizer.",
+            "Use the `device` argument you are given, for the model (before its optimizer) and for every tensor.",
         )
     state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
     if state - {OTHER_DEVICE}:
@@ -453,19 +460,19 @@ def fixed_training(train, make_model=None) -> object:
         if math.isclose(got[0], unweighted, rel_tol=1e-4, abs_tol=1e-6):
             return failed(
                 f"Your first loss is the unweighted one ({shown}): the loss ignores the class weights.",
-                "nn.CrossEntropyLoss(weight=class_weights).to(device)",
+                "Keep the script's class weights in the loss (on the device, section 2, way 3).",
             )
         return failed(
             f"Your first loss is not the one the checkpoint's model gives with the class-weighted loss ({shown}).",
-            "Load start['model'] into the model before training (model.load_state_dict(start['model'])), and use "
-            "nn.CrossEntropyLoss(weight=class_weights) as the script does.",
+            "Load the checkpoint's model state into the model before training, and keep the script's "
+            "class-weighted loss.",
         )
     if not all(close):
         return failed(
             f"Your first loss is right but later ones differ ({shown}): the updates are not the resumed "
             "optimizer's. Its momentum from the checkpoint was not loaded, or the model was not the one it updates.",
-            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) after model.to(device), then "
-            "optimizer.load_state_dict(start['optimizer']); one zero_grad/backward/step per batch.",
+            "Build the optimizer on the moved model's parameters, then load its state from the checkpoint; one "
+            "zero_grad/backward/step per batch.",
         )
     trained = list(built.models[-1].parameters()) if built.models else []
     if len(trained) != len(weights) or not all(
@@ -482,13 +489,13 @@ def fixed_training(train, make_model=None) -> object:
 # ---------------------------------------------------------------- Exercise 2: a checkpoint loader for any machine
 
 LOAD_HINT = (
-    "state = torch.load(path, map_location='cpu', weights_only=True); state = state.get('model', state) if it is "
-    "a training checkpoint; strip every leading 'module.' and '_orig_mod.' from the keys; model = Tudui(); "
-    "model.load_state_dict(state); return model.to(device)."
+    "Four steps, section 7 of this notebook: read the file onto the CPU, weights only; take the model's state_dict "
+    "out of a training checkpoint; strip the wrappers' prefixes from its keys; load it into a plain Tudui, then "
+    "move the model to the device."
 )
 PREFIX_HINT = (
-    "Strip every leading 'module.' and '_orig_mod.', in whichever order they come, e.g. "
-    "`while key.startswith(('module.', '_orig_mod.')): key = key.split('.', 1)[1]`."
+    "Strip every leading 'module.' and '_orig_mod.' from each key, in whichever order and however often they come "
+    "(section 7); load_state_dict's error lists the keys that do not fit."
 )
 
 # (file name, what a GPU machine saved, the wrappers around the model from the outside in, saved as a training dict)
@@ -572,20 +579,22 @@ def _load_error(error: Exception, what: str, training: bool, where: str, saved_k
     if "deserialize object on a CUDA device" in text:
         return failed(
             f"{where}, torch.load tried to put the tensors of {what} back on cuda:0, where they were saved.",
-            "torch.load(path, map_location='cpu', weights_only=True) (or map_location=device).",
+            "torch.load puts each tensor back on the device it was saved from unless its map_location argument "
+            "says otherwise (section 7).",
         )
     if isinstance(error, KeyError) and not training:
         return failed(
             f"{where}, your code raised KeyError: {error} for {what}: that file is the state_dict itself, not a "
             "training checkpoint dict.",
-            "Take state['model'] only when the file is a training checkpoint: `if 'model' in state`.",
+            "A training checkpoint holds the state_dict under a key, a bare state_dict does not: look at what the "
+            "file holds before taking it out.",
         )
     if "Unexpected key" in text or "Missing key" in text:
         if training and ('"epoch"' in text or '"optimizer"' in text):
             return failed(
                 f"{where}, {what} holds the model's state_dict under 'model', beside 'optimizer' and 'epoch': "
                 "your code loaded the whole dict as a state_dict.",
-                "state = state['model'] when the file is a training checkpoint (`if 'model' in state`).",
+                "Take the model's state_dict out of a training checkpoint (and only out of one).",
             )
         odd = re.search(r'Unexpected key\(s\) in state_dict: "([^"]+)"', text)
         example = f" (unexpected key {odd.group(1)!r}, ...)" if odd else ""
@@ -610,9 +619,11 @@ def _load_result_problem(model, device, expected: dict, what: str, where: str):
             if places == {torch.device("cpu")}
             else ""
         )
-        return failed(f"{where}, asked for {device}, your model's tensors are on {device_names(places)}.{moved}",
-                      "Return model.to(device). (With load_state_dict(..., assign=True) the model takes the loaded "
-                      "tensors themselves, on the device torch.load put them.)")  # fmt: skip
+        return failed(
+            f"{where}, asked for {device}, your model's tensors are on {device_names(places)}.{moved}",
+            "Move the model to the device before returning it. (With load_state_dict(..., assign=True) the model "
+            "takes the loaded tensors themselves, on the device torch.load put them.)",
+        )
     if device.type != "meta" and not all(torch.equal(state[k].cpu(), v) for k, v in expected.items()):
         return failed(
             f"{where}, your model does not hold the saved weights of {what} (loading with strict=False skips every "
@@ -673,9 +684,8 @@ def load_anywhere(fn) -> object:
 # ---------------------------------------------------------------- Exercise 3: a DataLoader that works in notebooks
 
 LOADER_HINT = (
-    "Either no worker processes (num_workers=0: fine for data already in memory), or a Dataset class that a "
-    "worker can import: TensorDataset(images, labels) from torch, or your class in a .py file imported by the "
-    "notebook. Keep batch_size=16 and shuffle=True."
+    "Either no worker processes (fine for data already in memory), or a Dataset class that a worker can import: "
+    "one that torch ships, or yours in a .py file the notebook imports (section 10). Keep batches of 16, shuffled."
 )
 BATCH = 16
 
