@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> None:
             dist.all_reduce(torch.ones(1))  # the other ranks never call it
         except RuntimeError as err:
             message = re.sub(r"^\[[^\]]*\]\s*", "", str(err).strip().splitlines()[0])  # drop the C++ file name
-            print(f"rank 0 gave up after {time.perf_counter() - start:.0f} s: {type(err).__name__}: {message}",
+            waited = time.perf_counter() - start
+            print(f"rank 0 gave up after {waited:.1f} s (timeout {args.timeout:g} s): {type(err).__name__}: {message}",
                   flush=True)  # fmt: skip
             raise SystemExit(1) from None
     else:

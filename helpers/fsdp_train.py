@@ -22,15 +22,17 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard  # torch >= 2.6 (before: ..._composable.fsdp)
+from torch.distributed.tensor import DTensor  # torch >= 2.5 (before: torch.distributed._tensor)
 
 from helpers.ddp_train import build_parser, log, make_loader, mean_over_ranks, setup
 from helpers.models import Tudui
 
 
 def gloo_average_sums() -> bool:
-    """Does gloo's reduce-scatter return the sum when asked for the average (ReduceOp.AVG)? It does in torch 2.7.
+    """Does gloo's reduce-scatter return the sum when asked for the average (ReduceOp.AVG)?
 
-    FSDP2 asks for the average of the gradients; a sum makes every step world_size times too large.
+    It does in torch 2.7 (and 2.8); current releases average. FSDP2 asks for the average of the
+    gradients; a sum makes every step world_size times too large.
     """
     world_size = dist.get_world_size()
     out = torch.empty(1)
@@ -38,6 +40,29 @@ def gloo_average_sums() -> bool:
         warnings.simplefilter("ignore", FutureWarning)
         dist.reduce_scatter_tensor(out, torch.ones(world_size), op=dist.ReduceOp.AVG)
     return world_size > 1 and out.item() != 1.0
+
+
+def average_on_old_gloo(model: nn.Module, world_size: int) -> bool:
+    """Older torch only (2.7, 2.8): where gloo summed the gradients FSDP asked it to average, divide them after.
+
+    Returns whether it was needed. On NCCL and on current torch it does nothing.
+    """
+    if not gloo_average_sums():
+        return False
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_all_reduce_hook(lambda grad: grad.div_(world_size))
+    return True
+
+
+def local_sizes(tensors: dict) -> dict:
+    """{name: values this rank holds} for DTensors (``.to_local()``: this rank's shard); None for a plain tensor."""
+    return {name: t.to_local().numel() if isinstance(t, DTensor) else None for name, t in tensors.items()}
+
+
+def say(line: str) -> None:
+    """Print one line in one write: the ranks share torchrun's output, and unbuffered prints would interleave."""
+    print(line + "\n", end="", flush=True)
 
 
 def train(argv: list[str] | None = None) -> dict:
@@ -53,17 +78,15 @@ def train(argv: list[str] | None = None) -> dict:
         if any(True for _ in layer.parameters()):
             fully_shard(layer, mesh=mesh)  # each layer's parameters are gathered just before it runs
     fully_shard(model, mesh=mesh)
-    if device.type == "cpu" and gloo_average_sums():
-        for module in model.modules():  # torch 2.7: gloo summed where FSDP asked for the mean; divide after
-            if isinstance(module, FSDPModule):
-                module.set_all_reduce_hook(lambda grad: grad.div_(world_size))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)  # built after sharding: it updates the shards
+    if device.type == "cpu":
+        average_on_old_gloo(model, world_size)  # torch 2.7 and 2.8 only: gloo summed where FSDP asked for the mean
     loss_fn = nn.CrossEntropyLoss()
     loader, sampler = make_loader(args.samples, args.batch_size, rank, world_size, args.seed)
 
-    shards = {name: p.to_local().numel() for name, p in model.named_parameters()}  # DTensor -> this rank's shard
+    shards = local_sizes(dict(model.named_parameters()))  # DTensor -> this rank's shard
     full = {name: p.numel() for name, p in model.named_parameters()}  # the whole parameter's size
-    print(f"[rank {rank}] holds {sum(shards.values()):,} of {sum(full.values()):,} parameter values", flush=True)
+    say(f"[rank {rank}] holds {sum(shards.values()):,} of {sum(full.values()):,} parameter values")
 
     losses = []
     for epoch in range(args.epochs):
@@ -79,9 +102,28 @@ def train(argv: list[str] | None = None) -> dict:
         losses += epoch_losses
         log(f"epoch {epoch + 1}: mean loss {sum(epoch_losses) / len(epoch_losses):.4f}")
 
-    all_shards = [shards] * world_size
-    dist.all_gather_object(all_shards, shards)
-    result = {"world_size": world_size, "losses": losses, "shards": all_shards, "full": full}
+    # After the last backward(), the gradients are sharded like the parameters they belong to.
+    grads = local_sizes({name: p.grad for name, p in model.named_parameters()})
+    # SGD without momentum keeps no state; Adam keeps two values per parameter value. One Adam step on
+    # the same model shows where an optimizer's state lives: sharded too (run after the losses are taken).
+    adam = torch.optim.Adam(model.parameters())
+    adam.step()
+    names = {p: name for name, p in model.named_parameters()}
+    state = {f"{names[p]}.{key}": value for p, st in adam.state.items() for key, value in st.items() if key != "step"}
+    states = local_sizes(state)
+    say(f"[rank {rank}] holds {sum(grads.values()):,} gradient values and {sum(states.values()):,} of Adam's state "
+        "(2 per parameter value)")  # fmt: skip
+    mine = {"params": shards, "grads": grads, "adam": states}
+    per_rank = [mine] * world_size
+    dist.all_gather_object(per_rank, mine)
+    result = {
+        "world_size": world_size,
+        "losses": losses,
+        "shards": [r["params"] for r in per_rank],
+        "grad_shards": [r["grads"] for r in per_rank],
+        "adam_shards": [r["adam"] for r in per_rank],
+        "full": full,
+    }
     if args.result and rank == 0:
         Path(args.result).parent.mkdir(parents=True, exist_ok=True)
         Path(args.result).write_text(json.dumps(result))

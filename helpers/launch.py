@@ -38,6 +38,12 @@ RANKED = "[rank "
 SHUTDOWN_ABORT = "terminate called without an active exception"
 
 
+def _rank_of(line: str) -> int:
+    """N of a line that starts with ``[rank N]`` (ranks sort as numbers: 2 before 10)."""
+    found = re.match(r"\[rank (\d+)\]", line)
+    return int(found.group(1)) if found else -1
+
+
 # How torch words a port that another socket holds (torch 2.7 to 2.14: "port: 29500, ..., name: EADDRINUSE, ...").
 PORT_IN_USE = re.compile(r"port:? (\d+)\b[^\n]*(?:EADDRINUSE|address already in use)", re.IGNORECASE)
 
@@ -78,10 +84,10 @@ class Run:
     retried: bool = False
 
     def text(self) -> str:
-        """stdout: unranked lines in order, then ``[rank N]`` lines sorted."""
+        """stdout: unranked lines in order, then ``[rank N]`` lines by rank (each rank's in the order printed)."""
         lines = [line for line in self.stdout.splitlines() if line.strip()]
         plain = [line for line in lines if not line.startswith(RANKED)]
-        return "\n".join(plain + sorted(line for line in lines if line.startswith(RANKED)))
+        return "\n".join(plain + sorted((line for line in lines if line.startswith(RANKED)), key=_rank_of))
 
     def check(self) -> Run:
         """The run itself, or :class:`LaunchError` if it failed or timed out."""

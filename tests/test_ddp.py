@@ -4,8 +4,10 @@ Every job runs through helpers.launch with a timeout (the whole process group is
 expires) and on a free loopback port, so a hang fails the test instead of blocking the suite.
 """
 
+import datetime
 import json
 import os
+import re
 from unittest import mock
 
 import pytest
@@ -25,6 +27,11 @@ def test_run_text_sorts_the_ranked_lines():
     assert joined_text([Run("", 0, "[rank 1] x\n", "", 0), Run("", 0, "log\n[rank 0] y\n", "", 0)]) == (
         "log\n[rank 0] y\n[rank 1] x"
     )
+
+
+def test_run_text_keeps_each_ranks_lines_in_order_and_ranks_in_number_order():
+    run = Run("", 0, "[rank 10] x\n[rank 2] zz first\n[rank 2] aa second\n", "", 1.0)
+    assert run.text() == "[rank 2] zz first\n[rank 2] aa second\n[rank 10] x"
 
 
 def test_only_an_abort_at_shutdown_counts_as_one():
@@ -71,6 +78,15 @@ def test_a_collective_only_rank_0_calls_fails_fast():
     run = torchrun("helpers.collective_timeout", "--timeout", "3", timeout=TIMEOUT)
     assert run.returncode != 0 and not run.timed_out
     assert "rank 0 gave up" in run.text() and "timed out" in run.text().lower()
+    waited = float(re.search(r"gave up after ([\d.]+) s \(timeout 3 s\)", run.text()).group(1))
+    assert 3 * 0.99 <= waited < 3 + 60  # not before the timeout; the margin is for a loaded machine
+
+
+def test_the_default_timeouts_are_the_ones_the_notebook_names():
+    from torch.distributed import constants
+
+    assert constants.default_pg_timeout == datetime.timedelta(minutes=30)
+    assert constants.default_pg_nccl_timeout in (None, datetime.timedelta(minutes=10))
 
 
 def test_a_job_past_its_timeout_is_killed():
@@ -97,8 +113,41 @@ def test_fsdp_shards_and_matches_one_process(tmp_path):
     fsdp = json.loads(result.read_text())
     for name, size in fsdp["full"].items():
         assert [s[name] for s in fsdp["shards"]] == [(size + 1) // 2, size // 2], name
+    for rank in range(2):  # gradients and Adam's state are DTensors sharded like the parameters
+        assert fsdp["grad_shards"][rank] == fsdp["shards"][rank]
+        adam = fsdp["adam_shards"][rank]
+        assert set(adam) == {f"{n}.{k}" for n in fsdp["full"] for k in ("exp_avg", "exp_avg_sq")}
+        assert all(adam[f"{n}.exp_avg"] == adam[f"{n}.exp_avg_sq"] == v for n, v in fsdp["shards"][rank].items())
     one = ddp_train.main([*args, "--batch-size", "64"])
     assert max(abs(a - b) for a, b in zip(fsdp["losses"], one["losses"], strict=True)) < 1e-4
+
+
+def test_the_old_gloo_workaround_does_nothing_where_gloo_averages():
+    import torch.distributed as dist
+
+    from helpers import fsdp_train
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert not fsdp_train.gloo_average_sums()  # one process: nothing to sum
+        assert not fsdp_train.average_on_old_gloo(torch.nn.Linear(2, 2), 1)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_unused_parameter_cell_runs_again_after_an_earlier_run_stopped_half_way():
+    """Notebook 08's cell that joins a one-process group: a group left over from a failed run is no obstacle."""
+    import torch.distributed as dist
+
+    cells = json.loads((course.ROOT / "notebooks" / "08_many_devices.ipynb").read_text())["cells"]
+    source = next("".join(c["source"]) for c in cells if "class TwoHeads" in "".join(c["source"]))
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # what a failed run leaves
+    namespace = {"nn": torch.nn, "torch": torch}
+    exec(compile(source, "cell", "exec"), namespace)
+    assert namespace["steps_done"] == 1 and not dist.is_initialized()
+    with pytest.raises(RuntimeError):  # an edit that raises inside the cell still leaves no group behind
+        exec(compile(source.replace("x = torch.randn(4, 8)", "x = torch.randn(4, 9)"), "cell", "exec"), namespace)
+    assert not dist.is_initialized()
 
 
 def test_more_processes_than_gpus_is_refused_with_a_message():
