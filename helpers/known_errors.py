@@ -340,7 +340,6 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "(DistributedSampler, drop_last=True) and no collective inside an if rank == 0 branch. For long rank-0 "
         "work between steps, raise the timeout: init_process_group(timeout=datetime.timedelta(minutes=30)).",
         lesson="notebook 08 (many devices), section 4",
-        shown=False,
     ),
     KnownError(
         key="port-in-use",

@@ -712,6 +712,7 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "dataloader-worker-notebook": ("06", "Can't get attribute"),
     "dataloader-worker-died": ("06", "exited unexpectedly"),
     "ddp-unused-parameters": ("08", "Expected to have finished reduction in the prior iteration"),
+    "nccl-watchdog-timeout": ("08", "Watchdog caught collective operation timeout"),
     "cuda-deserialize": ("05", "Attempting to deserialize object on a CUDA device"),
     "weights-only": ("05", "Weights only load failed"),
     "state-dict-module-prefix": ("08", "consume_prefix_in_state_dict_if_present"),
