@@ -236,22 +236,8 @@ def _epoch(loader):
     return list(loader)
 
 
-def _on_other_device(cls, n: int, bs: int):
-    """The loader built and read for one epoch with its data on meta: (batches, sync log) or a verdict."""
-    images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
-    when = f"With data on {OTHER_DEVICE} (a device that is never the CPU, standing in for a GPU)"
-    with mock.patch.object(torch, "Generator", _HostGenerator), record_syncs() as log:
-        loader, error = _try(cls, images, labels, bs)
-        if error is None:
-            batches, error = _try(_epoch, loader)
-    if error is not None:
-        return _report(error, when=when, hint=LOADER_WHERE)
-    places = {t.device for b in batches for t in b}
-    if places != {OTHER_DEVICE}:
-        return failed(
-            f"{when}, your batches are on {', '.join(sorted(map(str, places)))}: the loader moves the data.",
-            LOADER_WHERE,
-        )
+def _sync_failure(when: str, log):
+    """What one epoch's synchronisations (or GPU-refused indexing) mean, the same wherever they were seen."""
     if log.mixed:
         return failed(
             f"{when}, your loader calls {log.mixed[0]}: on a CUDA GPU that raises 'Expected all tensors to be on the "
@@ -271,11 +257,32 @@ def _on_other_device(cls, n: int, bs: int):
             hint = "Draw the random order where the data is, or copy it over with non_blocking=True. "
         else:
             why = "on a GPU each one makes the CPU wait for the GPU"
-            hint = ""
+            hint = "Keep the order as a tensor where the data is and index with slices of it (no Python list). "
         return failed(
             f"{when}, one epoch of your loader makes {len(log)} host synchronisation(s) ({log}): {why}.",
             hint + LOADER_WHERE,
         )
+    return None
+
+
+def _on_other_device(cls, n: int, bs: int):
+    """The loader built and read for one epoch with its data on meta: (batches, sync log) or a verdict."""
+    images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
+    when = f"With data on {OTHER_DEVICE} (a device that is never the CPU, standing in for a GPU)"
+    with mock.patch.object(torch, "Generator", _HostGenerator), record_syncs() as log:
+        loader, error = _try(cls, images, labels, bs)
+        if error is None:
+            batches, error = _try(_epoch, loader)
+    if error is not None:
+        return _report(error, when=when, hint=LOADER_WHERE)
+    places = {t.device for b in batches for t in b}
+    if places != {OTHER_DEVICE}:
+        return failed(
+            f"{when}, your batches are on {', '.join(sorted(map(str, places)))}: the loader moves the data.",
+            LOADER_WHERE,
+        )
+    if log.mixed or len(log):
+        return _sync_failure(when, log)
     return None
 
 
@@ -306,12 +313,8 @@ def device_loader(cls):
             "a loader that keeps data on the device slices it there and gives it back there.",
             LOADER_WHERE,
         )
-    if len(log):
-        return failed(
-            f"One epoch of your loader ({where}) makes {len(log)} host synchronisation(s) ({log}): on a GPU each "
-            "one waits for the GPU. Shuffle with a tensor of indices on the data's device, not a Python list.",
-            LOADER_WHERE,
-        )
+    if log.mixed or len(log):
+        return _sync_failure(f"Reading one epoch ({where})", log)
     if ops.count >= n:
         return failed(
             f"One epoch ran {ops.count} tensor operations for {n} samples: your loader handles the samples one "
