@@ -87,6 +87,7 @@ def simulated_machine(
     capability: tuple[int, int] = (8, 9),
     arch_list: Sequence[str] | None = None,
     rocm: str | None = None,
+    mps_built: bool | None = None,
 ) -> Iterator[None]:
     """Within the block, torch reports ``cuda`` CUDA GPUs and MPS as given; COURSE_DEVICE is unset.
 
@@ -97,8 +98,10 @@ def simulated_machine(
     CUDA raises ``RuntimeError(cuda_init_error)``. ``other_accelerator`` (e.g. ``"xpu"``): one device of
     that type is the current accelerator; CUDA and MPS report none. ``capability``: every GPU's compute
     capability. ``arch_list``: what ``torch.cuda.get_arch_list()`` answers (by default this build's own).
-    ``rocm`` (e.g. ``"6.4"``): a ROCm build, ``torch.version.hip`` set and ``torch.version.cuda`` None, its
-    AMD GPUs served through ``torch.cuda`` as PyTorch does.
+    ``mps_built``: what ``torch.backends.mps.is_built()`` answers (a Mac's wheel has MPS: by default True
+    where ``mps``, else this build's own); ``mps_built=True, mps=False`` is a Mac whose MPS cannot run
+    (macOS before 12.3). ``rocm`` (e.g. ``"6.4"``): a ROCm build, ``torch.version.hip`` set and
+    ``torch.version.cuda`` None, its AMD GPUs served through ``torch.cuda`` as PyTorch does.
     """
     if other_accelerator is not None and (cuda or mps):
         raise ValueError("other_accelerator simulates a machine whose only accelerator is that one: cuda=0, mps=False")
@@ -167,7 +170,9 @@ def simulated_machine(
         mock.patch.object(torch.cuda, "get_device_properties", properties),
         mock.patch.object(torch.cuda, "get_device_name", lambda device=None: properties(device).name),
         mock.patch.object(torch.backends.mps, "is_available", lambda: mps),
-        mock.patch.object(torch.backends.mps, "is_built", lambda: mps or real_mps_built()),  # a Mac's build has MPS
+        mock.patch.object(
+            torch.backends.mps, "is_built", lambda: mps_built if mps_built is not None else mps or real_mps_built()
+        ),
         mock.patch.object(torch.version, "cuda", "12.6" if cuda_build and rocm is None else None),
         mock.patch.object(torch.version, "hip", rocm, create=True),
         mock.patch.object(torch.accelerator, "current_accelerator", accelerator),
