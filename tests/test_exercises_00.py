@@ -293,13 +293,19 @@ def choice_mps_built_and_available():
 )
 def test_choose_device_accepts(fn, capsys):
     assert check.choose_device(fn)
-    assert "on all six simulated machines" in capsys.readouterr().out
+    assert "on all 7 simulated machines" in capsys.readouterr().out
 
 
 def choice_counts_gpus():
     if torch.cuda.device_count() > 0:
         return torch.device("cuda")
     return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
+
+
+def choice_mps_built_only():
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("mps" if torch.backends.mps.is_built() else "cpu")
 
 
 def choice_accelerator_unchecked():
@@ -310,6 +316,7 @@ def choice_accelerator_unchecked():
     "fn, fragment",
     [
         (choice_counts_gpus, "device_count() counts GPUs CUDA cannot use"),
+        (choice_mps_built_only, "is_built() says this PyTorch was built with MPS, not that this Mac can run it"),
         (choice_accelerator_unchecked, "On a CPU-only laptop you chose cuda, expected cpu"),
         (lambda: torch.device("cpu"), "On two CUDA GPUs you chose cpu"),
         (lambda: "cpu", "Wrap it: torch.device(...)"),

@@ -112,6 +112,11 @@ CHOICE_MACHINES = [
         "a machine whose NVIDIA driver is too old for this PyTorch (NVML counts 2 GPUs, CUDA cannot start)",
     ),
     (dict(other_accelerator="xpu", cuda_build=False), {"cpu", "xpu"}, "a machine with an Intel GPU (XPU) only"),
+    (
+        dict(cuda=0, mps=False, mps_built=True, cuda_build=False),
+        {"cpu"},
+        "a Mac whose PyTorch has MPS but whose macOS cannot run it (before 12.3)",
+    ),
 ]
 """(machine, device types accepted, label). On an XPU machine the CPU is the exercise's answer; the XPU
 is what ``torch.accelerator`` picks, which is right there too."""
@@ -131,7 +136,12 @@ def choose_device(fn) -> object:
             return failed(f"Return a torch.device, not {type(result).__name__}.")
         if result.type not in accepted:
             want = sorted(accepted)[0]
-            if machine.get("cuda_init_error") and result.type == "cuda":
+            if machine.get("mps_built") and result.type == "mps":
+                hint = (
+                    "torch.backends.mps.is_built() says this PyTorch was built with MPS, not that this Mac can run "
+                    "it: ask torch.backends.mps.is_available()."
+                )
+            elif machine.get("cuda_init_error") and result.type == "cuda":
                 hint = (
                     "torch.cuda.device_count() counts GPUs CUDA cannot use (here the driver is too old): ask "
                     "torch.cuda.is_available(), which is False when CUDA cannot start."
@@ -143,7 +153,7 @@ def choose_device(fn) -> object:
                     "cuda": "Ask torch.cuda.is_available() first.",
                 }[want]
             return failed(f"On {label} you chose {result.type}, expected {want}.", hint)
-    return passed("Picks CUDA, then MPS, then the CPU, on all six simulated machines.")
+    return passed(f"Picks CUDA, then MPS, then the CPU, on all {len(CHOICE_MACHINES)} simulated machines.")
 
 
 CVD_SCENARIOS = {
