@@ -187,17 +187,19 @@ def _wrong_answers(exercise: Exercise) -> list[tuple[str, tuple]]:
 
 
 def _starter(exercise: Exercise) -> tuple:
-    """The notebook's unsolved starter, as the check's arguments: the '# Exercise' cell before the check's cell."""
+    """The notebook's unsolved starter, as the check's arguments: the cell the learner edits ('# Exercise N
+    (edit this cell)', or '# your code here' inside), right before the check's cell."""
     path = next((ROOT / "notebooks").glob(f"{exercise.notebook}_*.ipynb"))
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     call = re.compile(rf"check\.{exercise.check}\(([^)]*)\)")
     for before, cell in zip(cells, cells[1:], strict=False):
         found = call.search("".join(cell["source"]))
-        if found and "".join(before["source"]).lstrip().startswith("# Exercise"):
+        starter = "".join(before["source"])
+        if found and (starter.lstrip().startswith("# Exercise") or "# your " in starter):
             namespace = {"torch": torch, "nn": nn, "np": np, **exercise.extra_names}
-            exec("".join(before["source"]), namespace)  # the starter only defines its function or class
+            exec(starter, namespace)  # the starter only defines its function or class (or the answers)
             return tuple(eval(arg, namespace) for arg in found.group(1).split(",") if arg.strip())
-    raise AssertionError(f"notebook {exercise.notebook}: no '# Exercise' cell before check.{exercise.check}(...)")
+    raise AssertionError(f"notebook {exercise.notebook}: no starter cell before check.{exercise.check}(...)")
 
 
 def _headings(notebook: str) -> list[str]:
@@ -245,6 +247,22 @@ def test_wrong_answers_get_a_section_and_a_second_level(exercise, args, capsys):
         assert first.message.splitlines()[-1].startswith("  Stuck? check.")
         assert "More:" in second.message and "Stuck?" not in second.message
         assert len(second.message) > len(first.message)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: f"{e.notebook}-{e.check}")
+def test_stored_feedback_under_the_check_prints_no_solution(exercise):
+    """What a learner sees under the check cell before trying (the notebook's stored output)."""
+    path = next((ROOT / "notebooks").glob(f"{exercise.notebook}_*.ipynb"))
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    stored = [
+        "".join(output.get("text", ""))
+        for c in cells
+        if f"check.{exercise.check}(" in "".join(c["source"])
+        for output in c.get("outputs", [])
+    ]
+    assert stored and all(text.startswith("[TRY AGAIN]") for text in stored), stored
+    shown = [key for key in exercise.keys if _plain(key) in _plain("".join(stored))]
+    assert not shown, f"the stored feedback prints the solution's {shown}"
 
 
 def test_every_key_is_in_its_solutions_notebook():
