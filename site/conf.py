@@ -1,0 +1,49 @@
+"""Sphinx configuration of the course's website. Build it with ``python tools/build_site.py``.
+
+The sources Sphinx reads are staged in ``site/_build/src/`` by that command (the notebooks with their stored,
+tested outputs, never re-executed, and the pages of this folder); this file stays here (``sphinx-build -c``).
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tools import course  # noqa: E402
+
+project = "PyTorch on CPU and GPU, hands-on"
+author = "the course's authors"
+copyright = "the course's authors; text CC BY 4.0, code MIT"
+language = "en"
+
+extensions = ["myst_nb"]
+nb_execution_mode = "off"  # the stored outputs are the ones the tests check under strict nbval
+nb_merge_streams = True
+nb_ipywidgets_js = {}  # no widget JavaScript from a CDN: the pages load offline
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+exclude_patterns = ["_build", "_generated", "**.ipynb_checkpoints", "jupyter_execute"]
+# a traceback the lexer reads only in its relaxed mode is still shown, highlighted
+suppress_warnings = ["mystnb.unknown_mime_type", "misc.highlighting_failure"]
+
+html_theme = "sphinx_book_theme"
+html_title = project
+html_static_path = [str(ROOT / "site" / "_static")]
+html_css_files = ["course.css"]
+html_show_sourcelink = False
+html_last_updated_fmt = None
+html_theme_options = {
+    "repository_url": f"https://github.com/{course.github_slug()}",
+    "repository_branch": course.branch(),
+    "path_to_docs": "",  # the staged sources keep the repository's paths: notebooks/NN_topic.ipynb
+    "use_repository_button": True,
+    "use_download_button": False,  # each notebook page has its own download button (the notebook itself)
+    "use_source_button": False,
+    "use_edit_page_button": False,
+    "use_issues_button": False,
+    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "show_toc_level": 2,
+    "home_page_in_toc": True,
+}
+html_context = {"default_mode": "auto"}  # light or dark, as the reader's system is

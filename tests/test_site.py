@@ -1,0 +1,272 @@
+"""The course's website: built from the tested notebooks (``python tools/build_site.py``), then opened page by page
+in headless Chromium, at a desktop's width and at a phone's.
+
+Needs the site extra (``pip install -e ".[site]"``: Sphinx, myst-nb, the book theme, Playwright's Python package)
+and a Chromium on the machine (Debian/Ubuntu: ``apt-get install -y chromium``; or set ``COURSE_CHROMIUM`` to a
+Chromium or Chrome executable); without them these tests skip and say so. Playwright drives that Chromium:
+``playwright install`` (a browser download) is not needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+from tools import course
+
+MISSING = [name for name in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(name) is None]
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f'{", ".join(MISSING)} missing: pip install -e ".[site]"')
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+SCAFFOLDING_TEXT = ("NBVAL", "nbval-")
+BUILD_LIMIT_S = 120
+
+
+@pytest.fixture(scope="module")
+def built():
+    from tools import build_site
+
+    start = time.perf_counter()
+    index = build_site.build()
+    return {"index": index, "html": index.parent, "seconds": time.perf_counter() - start}
+
+
+def test_site_builds_with_warnings_as_errors_in_time(built):
+    """``build()`` runs Sphinx with -W: a warning (a broken link, a missing label) fails it before this line."""
+    assert built["index"].exists()
+    assert built["seconds"] < BUILD_LIMIT_S, f"the site took {built['seconds']:.0f} s to build"
+
+
+def test_every_notebook_has_its_page_and_no_scaffolding(built):
+    for path in course.all_notebooks():
+        page = (built["html"] / course.repo_path(path)).with_suffix(".html")
+        assert page.exists(), f"no page for {course.repo_path(path)}"
+        assert (built["html"] / course.repo_path(path)).read_bytes() == path.read_bytes(), "download: the notebook"
+
+
+def test_check_only_cells_are_left_out_of_the_pages(built):
+    """A cell the convention tags ``remove-cell`` (asserts only) is not on the page; the lesson's code is."""
+    from tools import build_site, cell_tags
+
+    path = course.NOTEBOOKS / "03_device_objects.ipynb"
+    staged = build_site.stage_notebook(path)
+    hidden = [c for c in staged.cells if cell_tags.is_hidden(c)]
+    shown = [c for c in staged.cells if c.cell_type == "code" and not cell_tags.is_hidden(c) and c.source.strip()]
+    assert hidden and shown
+    page = (built["html"] / course.repo_path(path)).with_suffix(".html").read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", page)
+    assert not [c.source for c in hidden if last_line(c.source) in text], "a check-only cell is on the page"
+    assert sum(last_line(c.source) in text for c in shown) >= len(shown) * 0.9
+
+
+def last_line(source: str) -> str:
+    import html
+
+    return html.escape(source.strip().splitlines()[-1].strip(), quote=False)
+
+
+def test_staged_notebook_keeps_every_cell_and_output_but_the_widgets():
+    from tools import build_site
+
+    for path in course.all_notebooks():
+        nb, staged = nbformat.read(path, as_version=4), build_site.stage_notebook(path)
+        assert len(staged.cells) == len(nb.cells)
+        for before, after in zip(nb.cells, staged.cells, strict=True):
+            outputs = [o for o in before.get("outputs", []) if build_site.WIDGET not in o.get("data", {})]
+            assert after.get("outputs", []) == outputs
+
+
+def test_error_index_lists_every_known_error_with_its_lesson(built):
+    from helpers.known_errors import KNOWN_ERRORS
+
+    page = (built["html"] / "errors.html").read_text(encoding="utf-8")
+    for entry in KNOWN_ERRORS:
+        assert f'id="error-{entry.key}"' in page, entry.key
+    assert "Expected all tensors to be on the same device" in page
+    assert page.count('href="notebooks/') >= len(KNOWN_ERRORS) // 2, "entries link to their lessons"
+
+
+def test_landing_page_minutes_are_the_notebooks(built):
+    from tools import build_site
+
+    page = (built["html"] / "index.html").read_text(encoding="utf-8")
+    for row in build_site.lesson_rows():
+        assert row["essentials"] and row["whole"], f"{row['page']}: the title cell's **Time:** line"
+        assert f"essentials {row['essentials']} min, whole {row['whole']} min" in page, row["page"]
+    assert "essentials path" in page and "Where to start" in page and "In a classroom" in page
+
+
+# In the browser ----------------------------------------------------------------------------------------------
+
+
+def chromium() -> str | None:
+    candidates = [os.environ.get("COURSE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome", "chrome"]
+    return next((shutil.which(c) for c in candidates if c and shutil.which(c)), None)
+
+
+HOW_TO_INSTALL = 'apt-get install -y chromium (Debian/Ubuntu) and pip install -e ".[site]"; or set COURSE_CHROMIUM'
+
+
+@pytest.fixture(scope="module")
+def server(built):
+    handler = functools.partial(QuietHandler, directory=str(built["html"]))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if importlib.util.find_spec("playwright") is None:
+        pytest.skip(f"Playwright's Python package is missing: {HOW_TO_INSTALL}")
+    executable = chromium()
+    if executable is None:
+        pytest.skip(f"no Chromium on this machine: {HOW_TO_INSTALL}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def pages(html: Path) -> list[str]:
+    """Every page a reader can reach (not the theme's template fragments under ``_static``)."""
+    found = (p.relative_to(html) for p in html.rglob("*.html"))
+    return sorted(p.as_posix() for p in found if not any(part.startswith("_") for part in p.parts))
+
+
+class Tab:
+    """One browser tab that opens pages and keeps what went wrong while each loaded."""
+
+    def __init__(self, browser, server: str, viewport: dict):
+        self.page = browser.new_page(viewport=viewport)
+        self.server, self.errors = server, []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.page.on("request", lambda r: r.url.startswith(server) or self.errors.append(f"left the site: {r.url}"))
+
+    def open(self, rel: str) -> list[str]:
+        """Open a page (a path under the site's root); return the errors of its loading."""
+        self.errors = []
+        self.page.goto(f"{self.server}/{rel}", wait_until="load")
+        return self.errors
+
+    def js(self, expression: str):
+        return self.page.evaluate(expression)
+
+
+BROKEN_IMAGES = "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+LINKS = "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
+COLAB_BUTTONS = (
+    "() => [...document.querySelectorAll('a[title=\"Launch on Colab\"], a.course-button-colab')].map(a => a.href)"
+)
+BUTTONS = "() => [...document.querySelectorAll('.course-buttons a')].map(a => a.textContent.trim())"
+
+
+def test_every_page_in_the_browser(built, server, browser):
+    """Loads without console errors or requests off the site; images load; links and anchors resolve; a notebook's
+    page has its three buttons and every Colab link on it opens that very notebook; no test scaffolding shows."""
+    html, tab, ids, problems = built["html"], Tab(browser, server, DESKTOP), {}, []
+    for rel in pages(html):
+        problems += [f"{rel}: {e}" for e in tab.open(rel)]
+        problems += [f"{rel}: image not loaded: {src}" for src in tab.js(BROKEN_IMAGES)]
+        text = tab.js("() => document.body.innerText")
+        problems += [f"{rel}: shows {word!r}" for word in SCAFFOLDING_TEXT if word in text]
+        for href in tab.js(LINKS):
+            if not href.startswith(server):
+                continue
+            parts = urlsplit(href)
+            target = unquote(parts.path).lstrip("/") or "index.html"
+            target += "index.html" if target.endswith("/") else ""
+            if not (html / target).exists():
+                problems.append(f"{rel}: link to a missing page {target}")
+            elif parts.fragment and target.endswith(".html"):
+                if target not in ids:
+                    ids[target] = set(re.findall(r'\bid="([^"]+)"', (html / target).read_text(encoding="utf-8")))
+                if unquote(parts.fragment) not in ids[target]:
+                    problems.append(f"{rel}: link to a missing anchor {target}#{parts.fragment}")
+        notebook = course.ROOT / Path(rel).with_suffix(".ipynb")
+        if notebook.exists():
+            own = course.colab_url(notebook)
+            buttons = tab.js(COLAB_BUTTONS)  # ours under the title, and the theme's "Launch on Colab"
+            problems += [f"{rel}: Colab buttons {buttons}, not 2 to {own}"] * (buttons != [own, own])
+            buttons = tab.js(BUTTONS)
+            wanted = ["Open in Colab", "Download the notebook", "View the source"]
+            problems += [f"{rel}: buttons {buttons}, not {wanted}"] * (buttons != wanted)
+    tab.page.close()
+    assert len(pages(html)) > len(course.all_notebooks())
+    assert not problems, "\n".join(problems)
+
+
+def test_no_page_scrolls_sideways_on_a_phone(built, server, browser):
+    """At 390 px nothing but a code block (or a wide table, in its own scroll box) is wider than the screen."""
+    problems, tab = [], Tab(browser, server, PHONE)
+    for rel in pages(built["html"]):
+        tab.open(rel)
+        overflow = tab.js(
+            """() => {
+                const width = document.documentElement.clientWidth;
+                const scroll = document.documentElement.scrollWidth;
+                if (scroll <= width + 1) return null;
+                const wide = [...document.querySelectorAll('body *')]
+                    .filter(e => e.getBoundingClientRect().right > width + 1
+                                 && e.parentElement.getBoundingClientRect().right <= width + 1)
+                    .slice(0, 3).map(e => `${e.tagName}.${e.className} "${e.textContent.slice(0, 40)}"`);
+                return `${scroll} px wide: ${wide.join(', ')}`;
+            }"""
+        )
+        if overflow:
+            problems.append(f"{rel}: {overflow}")
+    tab.page.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "query, page",
+    [
+        ("map_location", "notebooks/05_train_tudui.html"),
+        ("Expected all tensors to be on the same device", "errors.html"),
+    ],
+)
+def test_search_finds(built, server, browser, query, page):
+    tab = Tab(browser, server, DESKTOP)
+    tab.open(f"search.html?q={query}")
+    tab.page.wait_for_function(
+        "() => document.querySelectorAll('#search-results li').length > 0 || "
+        "/did not match|no results/i.test(document.querySelector('#search-results')?.innerText || '')",
+        timeout=30_000,
+    )
+    found = tab.js("() => [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+    tab.page.close()
+    assert any(urlsplit(href).path.endswith(page) for href in found), f"{query!r} found {found}"
+
+
+def test_screenshots_for_a_learners_eye(built, server, browser):
+    """One of the landing page and one of a lesson, kept in site/_build/screenshots/ (not committed)."""
+    out = built["html"].parent / "screenshots"
+    out.mkdir(exist_ok=True)
+    tab = Tab(browser, server, DESKTOP)
+    for rel, name in (("index.html", "landing.png"), ("notebooks/03_device_objects.html", "lesson_03.png")):
+        assert not tab.open(rel)
+        tab.page.screenshot(path=str(out / name))
+        assert (out / name).stat().st_size > 10_000
