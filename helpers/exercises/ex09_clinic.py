@@ -4,9 +4,10 @@ Each judges what a GPU (or a Mac, or Windows) would observe, on any machine:
 
 - ``fixed_training`` runs the learner's resumed training towards ``meta`` (a device that is never the
   CPU) under the rules a GPU enforces: an operator that mixes tensors of two devices raises (see
-  :class:`GpuRules`), and ``module.to()`` keeps each Parameter object, as it does for a GPU, so an
-  optimizer loaded before a late move keeps its state on the CPU. Then it runs on the course device and
-  compares the losses and weights with a reference resume.
+  :class:`GpuRules`, also the mixes meta's own kernels let through), and ``module.to()`` keeps each
+  Parameter object, as it does for a GPU (a lazy module's uninitialised ones too, so they materialise on
+  the device), so an optimizer loaded before a late move keeps its state on the CPU. Then it runs on the
+  course device and compares the losses and weights with a reference resume.
 - ``load_anywhere`` writes the files a GPU machine writes (DDP and ``torch.compile`` prefixes, a training
   checkpoint dict, tensors tagged ``cuda:0``) and loads them on a simulated laptop, towards ``meta`` and
   on the course device; one more file carries code that runs if it is unpickled unsafely.
