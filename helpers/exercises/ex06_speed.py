@@ -1,9 +1,15 @@
 """Checks for notebook 06's exercises (speed).
 
 They judge what a GPU would observe, on any machine: the host synchronisations a loop makes (counted
-by :mod:`helpers.sync_recorder`, the same on every device), where batches live (also run towards
-``meta``, a device that is never the CPU), and what a mixed-precision step computes (with a GradScaler
-that is really enabled, as it is for float16 on a CUDA GPU).
+by :mod:`helpers.sync_recorder`, the same on every device, over runs long enough to see one every few
+steps), where batches live and where their indices come from (also run with the data on ``meta``, a device
+that is never the CPU, where a ``torch.Generator`` for the data's device is made on the CPU), and what a
+mixed-precision step computes (with a GradScaler that is really enabled, as it is for float16 on a CUDA
+GPU; once with an inf gradient, which must skip the step; and, without a CUDA GPU, with tensors that
+report ``cuda``, to see the autocast device type follow the data).
+
+Feedback says what is wrong, where it was observed and which section of the notebook to reread; it never
+shows the solution's code.
 """
 
 from __future__ import annotations
