@@ -31,6 +31,7 @@ html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = [str(ROOT / "site" / "_static")]
 html_css_files = ["course.css"]
+html_favicon = str(ROOT / "site" / "_static" / "favicon.svg")  # a browser asks for /favicon.ico without one
 html_show_sourcelink = False
 html_last_updated_fmt = None
 html_theme_options = {

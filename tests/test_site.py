@@ -163,6 +163,7 @@ class Tab:
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.page.on("response", lambda r: r.status < 400 or self.errors.append(f"HTTP {r.status}: {r.url}"))
         self.page.on("request", lambda r: r.url.startswith(server) or self.errors.append(f"left the site: {r.url}"))
 
     def open(self, rel: str) -> list[str]:
@@ -177,8 +178,9 @@ class Tab:
 
 BROKEN_IMAGES = "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
 LINKS = "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
-COLAB_BUTTONS = (
-    "() => [...document.querySelectorAll('a[title=\"Launch on Colab\"], a.course-button-colab')].map(a => a.href)"
+COLAB_BUTTONS = (  # the theme's "Launch on Colab" in the header, then ours under the title
+    "() => [...document.querySelectorAll('a.dropdown-item[href*=\"colab.research\"], a.course-button-colab')]"
+    ".map(a => a.href)"
 )
 BUTTONS = "() => [...document.querySelectorAll('.course-buttons a')].map(a => a.textContent.trim())"
 
@@ -208,7 +210,7 @@ def test_every_page_in_the_browser(built, server, browser):
         notebook = course.ROOT / Path(rel).with_suffix(".ipynb")
         if notebook.exists():
             own = course.colab_url(notebook)
-            buttons = tab.js(COLAB_BUTTONS)  # ours under the title, and the theme's "Launch on Colab"
+            buttons = tab.js(COLAB_BUTTONS)
             problems += [f"{rel}: Colab buttons {buttons}, not 2 to {own}"] * (buttons != [own, own])
             buttons = tab.js(BUTTONS)
             wanted = ["Open in Colab", "Download the notebook", "View the source"]
