@@ -620,9 +620,7 @@ def render(entry: KnownError) -> str:
             para("How to fix it:", entry.fix),
             para(
                 "Learn more:",
-                entry.lesson
-                if entry.shown
-                else f"{entry.lesson} (the topic; this note is the help for this message, which no lesson shows)",
+                entry.lesson if entry.shown else f"{entry.lesson}, on the topic (no lesson shows this message itself)",
             ),
         ]
     )
