@@ -46,6 +46,27 @@ def test_the_article_rung_copies_as_the_article_does():
     assert rungs["no hidden syncs"].non_blocking and not rungs["no hidden syncs"].item_every_step
 
 
+def test_the_article_rung_waits_for_each_copy_and_the_next_rung_does_not(monkeypatch):
+    from helpers import data as D
+    from helpers.data import as_tensors
+    from helpers.sync_recorder import BLOCKING_COPY
+
+    monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))
+    data = synthetic(True)
+    tensors = as_tensors(data.train)
+    copies = {}
+    for rung in ladder()[:2]:  # on meta, standing in for a GPU: the batches really cross from the host
+        run = RungRun(rung, data, torch.device("meta"), steps=2, train_tensors=tensors)
+        run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)
+        with record_syncs() as log:
+            try:
+                run.train()
+            except RuntimeError as err:  # meta has no values: reading the loss ends the run
+                assert "meta" in str(err)
+        copies[rung.name] = log.counts()[BLOCKING_COPY]
+    assert copies == {"article loop": 2, "no hidden syncs": 0}  # imgs and targets of the first step, or none
+
+
 def test_notes_say_why_only_when_the_run_can_tell():
     rungs = ladder()[:3]
     names = [r.name for r in rungs]
