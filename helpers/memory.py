@@ -9,7 +9,9 @@ saves for the backward pass, and the **batch** itself.
   under :func:`torch.autograd.graph.saved_tensors_hooks`.
 - :func:`measure_training_memory` runs one real training step and sums the storages that exist:
   parameters, ``.grad``, ``optimizer.state``, and what autograd saved (seen by the same hooks).
-- :func:`largest_batch_that_fits` halves the batch size after each ``torch.OutOfMemoryError``.
+- :func:`is_out_of_memory` tells an out-of-memory error from any other, on every device: CUDA raises
+  ``torch.OutOfMemoryError``; the CPU allocator and MPS raise a plain ``RuntimeError`` worded their own way.
+- :func:`largest_batch_that_fits` halves the batch size after each out-of-memory error.
 - :func:`read_oom_message` splits a CUDA out-of-memory message into its numbers.
 
 Sizes are counted per storage: two tensors that share memory (a view, the output of ``ReLU`` that the
@@ -52,7 +54,7 @@ def format_bytes(n: float) -> str:
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
+    return f"{int(n)} bytes"  # as CUDA and MPS word sizes under 1 KiB
 
 
 @dataclass(frozen=True)
@@ -211,24 +213,44 @@ def measure_training_memory(
 
 
 def free_cached_memory() -> None:
-    """After an out-of-memory error: drop unreachable objects, and on a CUDA GPU hand cached blocks back."""
+    """After an out-of-memory error: drop unreachable objects, and on a GPU (CUDA or MPS) hand cached blocks back."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    elif torch.backends.mps.is_built() and torch.backends.mps.is_available():
+        torch.mps.empty_cache()
+
+
+OOM_WORDINGS = (
+    "DefaultCPUAllocator: can't allocate memory",  # the CPU on Linux and macOS (posix_memalign failed)
+    "DefaultCPUAllocator: not enough memory",  # the CPU on Windows
+    "MPS backend out of memory",  # an Apple GPU
+)
+"""How the out-of-memory errors that are a plain ``RuntimeError`` begin (torch's c10 and MPS allocators)."""
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """True for an out-of-memory error on any device, False for every other error (a shape error included).
+
+    CUDA (and XPU) raise ``torch.OutOfMemoryError``; the CPU allocator and MPS a plain ``RuntimeError``
+    whose message says so (:data:`OOM_WORDINGS`)."""
+    if isinstance(err, torch.OutOfMemoryError):
+        return True
+    return isinstance(err, RuntimeError) and any(wording in str(err) for wording in OOM_WORDINGS)
 
 
 def largest_batch_that_fits(try_batch: Callable[[int], object], start: int, minimum: int = 1) -> int:
     """The largest of ``start``, ``start // 2``, ... (down to ``minimum``) for which ``try_batch(size)``
-    does not raise ``torch.OutOfMemoryError``. Other errors are not caught. If even ``minimum`` does not
-    fit, the last out-of-memory error is raised again.
+    does not run out of memory (:func:`is_out_of_memory`, on any device). Other errors are not caught. If
+    even ``minimum`` does not fit, the last out-of-memory error is raised again.
     """
     size = start
     while True:
         try:
             try_batch(size)
             return size
-        except torch.OutOfMemoryError:
-            if size <= minimum:
+        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError too
+            if not is_out_of_memory(err) or size <= minimum:
                 raise
         # outside the `except` block: the error's traceback (and the tensors its frames hold) is gone
         free_cached_memory()
@@ -254,7 +276,8 @@ EXAMPLE_OOM = (
     "to avoid fragmentation.  See documentation for Memory Management  "
     "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
 )
-"""A message as PyTorch 2.x words it on a 16 GB GPU (the numbers are an example, not measured here)."""
+"""A message as PyTorch 2.x words it on a "16 GB" GPU, which reports 14.75 GiB (Colab's T4; the other numbers
+are an example, not measured here)."""
 
 
 def read_oom_message(message: str) -> dict[str, str]:

@@ -6,8 +6,9 @@ and ``max_memory_allocated()`` report on a GPU, less the allocator's rounding, f
 block. Tensors that existed before the block (a model's parameters, a batch) are not counted.
 
 :class:`SimulatedGpuMemory` is a :class:`LiveBytes` with a capacity: the op whose result would take the
-live bytes over it raises the real ``torch.OutOfMemoryError`` with a message worded as CUDA's. Tests use it
-to run out of memory deterministically on a CPU.
+live bytes over it raises the error that device's allocator raises, worded as it words it: CUDA's
+``torch.OutOfMemoryError``, or the plain ``RuntimeError`` of MPS (an Apple GPU) or of the CPU allocator.
+Tests use it to run out of memory deterministically on a CPU.
 """
 
 from __future__ import annotations
@@ -70,19 +71,49 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-class SimulatedGpuMemory(LiveBytes):
-    """A GPU of ``capacity`` bytes, ``in_use`` of them already taken: going over raises torch.OutOfMemoryError."""
+BACKENDS = ("cuda", "mps", "cpu")
 
-    def __init__(self, capacity: int, in_use: int = 0) -> None:
+
+def _default_backend() -> str:
+    """The GPU this machine has (a simulated Mac included): MPS on a Mac, CUDA everywhere else."""
+    return "mps" if torch.backends.mps.is_available() and not torch.cuda.is_available() else "cuda"
+
+
+class SimulatedGpuMemory(LiveBytes):
+    """A device of ``capacity`` bytes, ``in_use`` of them already taken: going over raises that device's own
+    out-of-memory error. ``backend``: ``"cuda"`` (the default: ``torch.OutOfMemoryError``), ``"mps"`` or
+    ``"cpu"`` (a plain ``RuntimeError`` worded as that allocator words it), or ``"auto"``: this machine's GPU,
+    MPS on a Mac (a simulated one too), CUDA elsewhere."""
+
+    def __init__(self, capacity: int, in_use: int = 0, backend: str = "cuda") -> None:
         super().__init__(in_use)
         self.capacity = capacity
+        self.backend = _default_backend() if backend == "auto" else backend
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend={backend!r}: use one of {', '.join(BACKENDS)} or auto")
 
     def _admit(self, nbytes: int) -> None:
         if self.now + nbytes > self.capacity:
-            free = max(0, self.capacity - self.now)
-            raise torch.OutOfMemoryError(
-                f"CUDA out of memory (simulated). Tried to allocate {format_bytes(nbytes)}. GPU 0 has a total "
-                f"capacity of {format_bytes(self.capacity)} of which {format_bytes(free)} is free. Of the "
-                f"allocated memory {format_bytes(self.now)} is allocated by PyTorch, and 0 bytes is reserved by "
-                "PyTorch but unallocated."
+            raise self.error(nbytes)
+
+    def error(self, nbytes: int) -> RuntimeError:
+        """The error this device raises for a request of ``nbytes`` that does not fit (worded as torch words it)."""
+        free = max(0, self.capacity - self.now)
+        if self.backend == "mps":  # aten/src/ATen/mps/MPSAllocator.mm
+            return RuntimeError(
+                f"MPS backend out of memory (simulated; MPS allocated: {format_bytes(self.now)}, other allocations: "
+                f"0 bytes, max allowed: {format_bytes(self.capacity)}). Tried to allocate {format_bytes(nbytes)} on "
+                "private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory "
+                "allocations (may cause system failure)."
             )
+        if self.backend == "cpu":  # c10/core/impl/alloc_cpu.cpp
+            return RuntimeError(
+                "[enforce fail at alloc_cpu.cpp] err == 0. DefaultCPUAllocator: can't allocate memory: you tried "
+                f"to allocate {nbytes} bytes. Error code 12 (Cannot allocate memory) (simulated)"
+            )
+        return torch.OutOfMemoryError(
+            f"CUDA out of memory (simulated). Tried to allocate {format_bytes(nbytes)}. GPU 0 has a total "
+            f"capacity of {format_bytes(self.capacity)} of which {format_bytes(free)} is free. Of the "
+            f"allocated memory {format_bytes(self.now)} is allocated by PyTorch, and 0 bytes is reserved by "
+            "PyTorch but unallocated."
+        )

@@ -37,19 +37,22 @@ def _peak_rss():
 """
 
 
-def peak_rss(code: str, setup: str = "", timeout: float = 300) -> dict[str, int]:
-    """Run ``setup`` then ``code`` in a fresh Python; return peak RSS in bytes after each.
+def peak_rss(code: str, setup: str = "", timeout: float = 300, then: str | None = None) -> dict[str, int]:
+    """Run ``setup`` then ``code`` (then ``then``) in a fresh Python; return peak RSS in bytes after each.
 
-    ``{"after setup": ..., "after code": ...}``: the peak never decreases, so the first is the baseline
-    (interpreter, imports, whatever ``setup`` made) and the difference is what ``code`` added at most.
+    ``{"after setup": ..., "after code": ...}`` (and ``"after then"`` when ``then`` is given, e.g. a forward
+    pass that reads weights only mapped so far): the peak never decreases, so the first is the baseline
+    (interpreter, imports, whatever ``setup`` made) and each difference is what the code up to there added at
+    most.
     """
+    steps = [("after code", code)] + ([("after then", then)] if then is not None else [])
     program = "\n".join(
         [
             _REPORT,
             setup,
-            "_after_setup = _peak_rss()",
-            code,
-            "print('PEAK_RSS ' + _json.dumps({'after setup': _after_setup, 'after code': _peak_rss()}))",
+            "_peaks = {'after setup': _peak_rss()}",
+            *(f"{step}\n_peaks[{label!r}] = _peak_rss()" for label, step in steps),
+            "print('PEAK_RSS ' + _json.dumps(_peaks))",
         ]
     )
     out = run_python(program, timeout=timeout)

@@ -3,12 +3,13 @@
 import copy
 import gc
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from helpers.exercises import ex07_memory as check
-from helpers.memory import estimate_training_memory, largest_batch_that_fits, measure_training_memory
+from helpers.memory import estimate_training_memory, is_out_of_memory, largest_batch_that_fits, measure_training_memory
 from helpers.memory_budget import LiveBytes
 
 COPIES = {"sgd": 0, "sgd_momentum": 1, "adam": 2}
@@ -113,12 +114,47 @@ def est_no_batch(model, inputs, targets, optimizer_name):
     return (2 + COPIES[optimizer_name]) * _param_bytes(model) + _saved_bytes(model, inputs, targets)
 
 
+def est_numpy_int(model, inputs, targets, optimizer_name):
+    """The estimate as numpy.int64: a whole number, just not Python's int."""
+    return np.int64(est_hooks(model, inputs, targets, optimizer_name))
+
+
+def _saved_on_meta(model, inputs, targets, key):
+    """Activations counted on meta copies (nothing allocated), each storage once by ``key``."""
+    meta_model = copy.deepcopy(model).to("meta")
+    x, y = inputs.to("meta"), targets.to("meta")
+    skip = {key(t) for t in [*meta_model.parameters(), x, y]}
+    saved = {}
+
+    def pack(t):
+        if key(t) not in skip:
+            saved[key(t)] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        nn.functional.cross_entropy(meta_model(x), y)
+    return sum(saved.values())
+
+
+def est_meta_cdata(model, inputs, targets, optimizer_name):
+    acts = _saved_on_meta(model, inputs, targets, key=lambda t: t.untyped_storage()._cdata)
+    return (2 + COPIES[optimizer_name]) * _param_bytes(model) + acts + inputs.nbytes + targets.nbytes
+
+
+def est_meta_data_ptr(model, inputs, targets, optimizer_name):
+    """Keyed by data_ptr() on meta, where every data_ptr() is 0: no activations survive the skip set."""
+    acts = _saved_on_meta(model, inputs, targets, key=lambda t: t.untyped_storage().data_ptr())
+    return (2 + COPIES[optimizer_name]) * _param_bytes(model) + acts + inputs.nbytes + targets.nbytes
+
+
 def est_tensor(model, inputs, targets, optimizer_name):
     return torch.tensor(est_hooks(model, inputs, targets, optimizer_name))
 
 
 @pytest.mark.parametrize(
-    "fn", [est_helper, est_hooks, est_measure, est_real_step, est_live_bytes, est_float_mib], ids=lambda f: f.__name__
+    "fn",
+    [est_helper, est_hooks, est_measure, est_real_step, est_live_bytes, est_float_mib, est_numpy_int, est_meta_cdata],
+    ids=lambda f: f.__name__,
 )
 def test_training_memory_accepts(fn, capsys):
     assert check.training_memory(fn), capsys.readouterr().out
@@ -135,11 +171,17 @@ def test_training_memory_accepts(fn, capsys):
         (est_weights_in_activations, "Layers save their weights"),
         (est_tensor, "return a number of bytes"),
         (est_no_batch, "leaves out the batch itself"),
+        (est_meta_data_ptr, "on meta every data_ptr() is 0"),
     ],
 )
 def test_training_memory_explains(fn, fragment, capsys):
     assert not check.training_memory(fn)
-    assert fragment in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert fragment in out
+    if "a real step keeps" in out:  # the table shows the measurement, headed as such
+        assert "real step" in out.split("\n")[1] and "estimate" not in out.split("\n")[1]
+    if fn is est_meta_data_ptr:  # it did count activations, on pointers that are all 0: say that, not "left out"
+        assert "leaves out the activations" not in out
 
 
 # ---------------------------------------------------------------- (2) the batch-size finder
@@ -149,8 +191,8 @@ def find_while(try_batch, start):
         try:
             try_batch(size)
             return size
-        except torch.OutOfMemoryError:
-            if size == 1:
+        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError too
+            if not is_out_of_memory(err) or size == 1:
                 raise
         size //= 2
 
@@ -160,8 +202,8 @@ def find_flag_recursive(try_batch, start):
     try:
         try_batch(start)
         fits = True
-    except torch.OutOfMemoryError:
-        if start == 1:
+    except Exception as err:
+        if not is_out_of_memory(err) or start == 1:
             raise
     if fits:
         return start
@@ -173,8 +215,8 @@ def find_for_continue(try_batch, start):
     for size in sizes:
         try:
             try_batch(size)
-        except torch.cuda.OutOfMemoryError:  # the same class as torch.OutOfMemoryError
-            if size == sizes[-1]:
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as err:
+            if not is_out_of_memory(err) or size == sizes[-1]:
                 raise
             continue
         return size
@@ -185,12 +227,15 @@ def find_helper(try_batch, start):
 
 
 def find_with_cleanup(try_batch, start):
+    """Keeps only the text of the error, so nothing holds the failed step's tensors."""
     size, error = start, None
     while size >= 1:
         error = None
         try:
             try_batch(size)
-        except torch.OutOfMemoryError as err:
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
             error = str(err)
         if error is None:
             return size
@@ -209,12 +254,114 @@ def find_upwards(try_batch, start):
         failed = False
         try:
             try_batch(size * 2)
-        except torch.OutOfMemoryError:
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
             failed = True
         if failed:
             break
         size *= 2
     return size
+
+
+def _own_oom_test(err):
+    """A learner's own test, by the words each device uses."""
+    text = str(err)
+    return isinstance(err, torch.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    )
+
+
+def find_own_words(try_batch, start):
+    size = start
+    while size >= 1:
+        oom = False
+        try:
+            try_batch(size)
+            return size
+        except RuntimeError as err:
+            if not _own_oom_test(err) or size == 1:
+                raise
+            oom = True
+        if oom:
+            size = size // 2
+
+
+def find_numpy_sizes(try_batch, start):
+    """Sizes as numpy integers: whole numbers, which torch takes as shapes."""
+    for size in np.array([start >> k for k in range(start.bit_length())], dtype=np.int64):
+        try:
+            try_batch(size)
+            return int(size)
+        except RuntimeError as err:
+            if not is_out_of_memory(err) or size == 1:
+                raise
+
+
+def find_cuda_only(try_batch, start):
+    """Catches CUDA's error only: a Mac's (and the CPU allocator's) out of memory is a plain RuntimeError."""
+    size = start
+    while True:
+        try:
+            try_batch(size)
+            return size
+        except torch.OutOfMemoryError:
+            if size == 1:
+                raise
+        size //= 2
+
+
+def find_catch_runtime(try_batch, start):
+    """Takes every RuntimeError for out of memory: a shape bug is halved away."""
+    size = start
+    while True:
+        try:
+            try_batch(size)
+            return size
+        except RuntimeError:
+            if size == 1:
+                raise
+        size //= 2
+
+
+def find_out_of_memory_words(try_batch, start):
+    """Knows CUDA's and MPS's wording, not the CPU allocator's."""
+    size = start
+    while True:
+        try:
+            try_batch(size)
+            return size
+        except RuntimeError as err:
+            if "out of memory" not in str(err) or size == 1:
+                raise
+        size //= 2
+
+
+def find_keeps_the_error(try_batch, start):
+    """Leaves the except block, but keeps the error (and its traceback) in a variable until the end."""
+    size, last = start, None
+    while size >= 1:
+        try:
+            try_batch(size)
+            return size
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
+            last = err
+        size //= 2
+    raise last
+
+
+def find_float_halving(try_batch, start):
+    size = start
+    while True:
+        try:
+            try_batch(size)
+            return size
+        except RuntimeError as err:
+            if not is_out_of_memory(err) or size == 1:
+                raise
+        size /= 2
 
 
 def find_catch_everything(try_batch, start):
@@ -233,8 +380,8 @@ def find_retry_inside_except(try_batch, start):
     try:
         try_batch(start)
         return start
-    except torch.OutOfMemoryError:
-        if start == 1:
+    except RuntimeError as err:
+        if not is_out_of_memory(err) or start == 1:
             raise
         return find_retry_inside_except(try_batch, start // 2)
 
@@ -245,8 +392,9 @@ def find_returns_zero(try_batch, start):
         try:
             try_batch(size)
             return size
-        except torch.OutOfMemoryError:
-            pass
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
         size //= 2
     return size
 
@@ -257,8 +405,9 @@ def find_to_zero(try_batch, start):
         try:
             try_batch(size)
             return size
-        except torch.OutOfMemoryError:
-            pass
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
         size //= 2
 
 
@@ -273,15 +422,24 @@ def find_three_quarters(try_batch, start):
         try:
             try_batch(size)
             return size
-        except torch.OutOfMemoryError:
-            if size == 1:
+        except RuntimeError as err:
+            if not is_out_of_memory(err) or size == 1:
                 raise
         size = size * 3 // 4
 
 
 @pytest.mark.parametrize(
     "fn",
-    [find_while, find_flag_recursive, find_for_continue, find_helper, find_with_cleanup, find_upwards],
+    [
+        find_while,
+        find_flag_recursive,
+        find_for_continue,
+        find_helper,
+        find_with_cleanup,
+        find_upwards,
+        find_own_words,
+        find_numpy_sizes,
+    ],
     ids=lambda f: f.__name__,
 )
 def test_batch_finder_accepts(fn, capsys):
@@ -289,20 +447,32 @@ def test_batch_finder_accepts(fn, capsys):
 
 
 @pytest.mark.parametrize(
-    "fn, fragment",
+    "fn, fragments",
     [
-        (unwritten, "Not written yet"),
-        (find_catch_everything, "Catch torch.OutOfMemoryError only"),
-        (find_retry_inside_except, "the error's traceback holds the failed step's frames"),
-        (find_returns_zero, "the out-of-memory error again"),
-        (find_to_zero, "tried a batch of 0"),
-        (find_no_catch, "let an out-of-memory error through"),
-        (find_three_quarters, "the largest of 512, 256, ... that fits is"),
+        (unwritten, ["Not written yet"]),
+        (find_cuda_only, ["On a simulated Mac (MPS)", "torch.OutOfMemoryError is CUDA's error only"]),
+        (find_out_of_memory_words, ["On a simulated CPU allocator", "DefaultCPUAllocator: can't allocate memory"]),
+        (find_catch_runtime, ["RuntimeError: mat1 and mat2 shapes", "the bug was taken for out of memory"]),
+        (find_catch_everything, ["raises ValueError", "Catching Exception (or everything)"]),
+        (find_keeps_the_error, ["still alive", "it kept the error object", "__traceback__"]),
+        (find_retry_inside_except, ["still alive", "retried from inside an `except` block"]),
+        (find_float_halving, ["a batch size of 256.0 (float)", "TypeError", "Halve with `//`"]),
+        (find_returns_zero, ["the out-of-memory error again"]),
+        (find_to_zero, ["tried a batch of 0"]),
+        (find_no_catch, ["let an out-of-memory error through"]),
+        (find_three_quarters, ["the largest of 512, 256, ... that fits is"]),
     ],
+    ids=lambda v: v.__name__ if callable(v) else "",
 )
-def test_batch_finder_explains(fn, fragment, capsys):
+def test_batch_finder_explains(fn, fragments, capsys):
     assert not check.batch_finder(fn)
-    assert fragment in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for fragment in fragments:
+        assert fragment in out, out
+    if fn is find_keeps_the_error:  # it did leave the except block: the hint must not say otherwise
+        assert "Leave the except block first" not in out
+    if fn is find_float_halving:  # nothing was alive: the error is the float size
+        assert "still alive" not in out
 
 
 # ---------------------------------------------------------------- (3) gradient accumulation

@@ -9,6 +9,7 @@ from helpers.memory import (
     MiB,
     SavedTensors,
     estimate_training_memory,
+    is_out_of_memory,
     largest_batch_that_fits,
     measure_training_memory,
     parse_size,
@@ -17,6 +18,7 @@ from helpers.memory import (
 from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
 from helpers.models import Tudui
 from helpers.peak_rss import peak_rss
+from helpers.simulate import simulated_machine
 
 
 def mlp():
@@ -133,6 +135,94 @@ def test_finder_raises_when_nothing_fits_and_lets_other_errors_through():
         largest_batch_that_fits(buggy, 8)
 
 
+def cpu_out_of_memory() -> RuntimeError:
+    """The CPU allocator's real error: 1 EiB is more than any address space, refused before anything is touched."""
+    try:
+        torch.empty(2**60, dtype=torch.uint8)
+    except RuntimeError as err:
+        return err
+    raise AssertionError("1 EiB was allocated")
+
+
+def shape_error() -> RuntimeError:
+    try:
+        torch.zeros(4, 3) @ torch.zeros(4, 5)
+    except RuntimeError as err:
+        return err
+    raise AssertionError("no shape error")
+
+
+def test_out_of_memory_is_recognised_on_every_device_and_nothing_else():
+    cpu = cpu_out_of_memory()
+    assert type(cpu) is RuntimeError and "DefaultCPUAllocator: can't allocate memory" in str(cpu)
+    mps = SimulatedGpuMemory(MiB, backend="mps").error(2 * MiB)
+    assert type(mps) is RuntimeError and str(mps).startswith("MPS backend out of memory")
+    assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO" in str(mps)
+    cuda = SimulatedGpuMemory(MiB, backend="cuda").error(2 * MiB)
+    windows = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: you "
+        "tried to allocate 8 bytes."
+    )
+    for err in (cpu, mps, cuda, windows, torch.OutOfMemoryError("CUDA out of memory.")):
+        assert is_out_of_memory(err), err
+    for err in (shape_error(), ValueError("out of memory"), RuntimeError("Expected all tensors to be on the same")):
+        assert not is_out_of_memory(err), err
+
+
+def test_a_huge_cpu_allocation_fails_fast_without_touching_memory():
+    before = peak_rss("pass", setup="import torch")
+    after = peak_rss(
+        "try:\n    torch.empty(2**60, dtype=torch.uint8)\nexcept RuntimeError:\n    pass", setup="import torch"
+    )
+    assert after["after code"] - after["after setup"] < 16 * MiB and before["after code"] > 0
+
+
+@pytest.mark.parametrize(
+    "backend, kind", [("cuda", torch.OutOfMemoryError), ("mps", RuntimeError), ("cpu", RuntimeError)]
+)
+def test_simulated_gpu_raises_each_devices_own_error(backend, kind):
+    with pytest.raises(RuntimeError) as caught:
+        with SimulatedGpuMemory(capacity=MiB, backend=backend):
+            torch.empty(2 * MiB, dtype=torch.uint8)
+    assert type(caught.value) is kind and is_out_of_memory(caught.value)
+
+
+def test_simulated_gpu_on_a_simulated_mac_words_it_as_mps():
+    with simulated_machine(mps=True):
+        assert SimulatedGpuMemory(MiB, backend="auto").backend == "mps"
+        assert SimulatedGpuMemory(MiB).backend == "cuda"  # the default: CUDA's error, as notebook 09 shows it
+    with simulated_machine(cuda=1, mps=True):
+        assert SimulatedGpuMemory(MiB, backend="auto").backend == "cuda"
+    with simulated_machine():
+        assert SimulatedGpuMemory(MiB, backend="auto").backend == "cuda"
+    with pytest.raises(ValueError, match="xpu"):
+        SimulatedGpuMemory(MiB, backend="xpu")
+
+
+@pytest.mark.parametrize("backend", ["cuda", "mps", "cpu"])
+def test_finder_works_on_every_device(backend):
+    tried = []
+
+    def try_batch(size):
+        tried.append(size)
+        with SimulatedGpuMemory(capacity=100 * 1024, backend=backend):
+            torch.empty(size * 1024, dtype=torch.uint8)
+
+    assert largest_batch_that_fits(try_batch, 512) == 64 and tried == [512, 256, 128, 64]
+
+
+def test_finder_lets_a_shape_error_through_at_once():
+    tried = []
+
+    def buggy(size):
+        tried.append(size)
+        torch.zeros(size, 3) @ torch.zeros(4, 5)
+
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        largest_batch_that_fits(buggy, 8)
+    assert tried == [8]
+
+
 def test_reading_the_out_of_memory_message():
     fields = read_oom_message(EXAMPLE_OOM)
     assert fields["tried to allocate"] == "2.00 GiB" and fields["reserved but unallocated"] == "1.05 GiB"
@@ -143,3 +233,9 @@ def test_reading_the_out_of_memory_message():
 def test_peak_rss_of_a_child_sees_a_large_allocation():
     peaks = peak_rss("x = bytearray(64 * 2**20)", setup="import sys")
     assert peaks["after code"] - peaks["after setup"] >= 48 * MiB
+
+
+def test_peak_rss_after_a_further_step():
+    peaks = peak_rss("x = bytearray(16 * 2**20)", setup="import sys", then="y = bytearray(64 * 2**20)")
+    assert list(peaks) == ["after setup", "after code", "after then"]
+    assert peaks["after then"] - peaks["after code"] >= 48 * MiB

@@ -12,12 +12,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import math
+import numbers
+import sys
+from unittest import mock
 
 import torch
 from torch import nn
 
 from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
-from helpers.memory import MiB, SavedTensors, measure_training_memory
+from helpers.memory import MiB, SavedTensors, is_out_of_memory, measure_training_memory
 from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
 from helpers.models import Tudui
 
@@ -78,7 +82,7 @@ MISTAKES = {
         lambda m: m.total + m.activations,
         "You count some activations twice: a tensor saved by two operations (ReLU saves its output, the next "
         "Linear saves the same tensor as its input) is stored once. Count each storage once "
-        "(key: t.untyped_storage().data_ptr()).",
+        "(key: t.untyped_storage()._cdata, one number per storage on every device).",
     ),
     "parameters twice": (
         lambda m: m.total + m.weights_saved,
@@ -120,6 +124,46 @@ def _estimate_cases():
     ]
 
 
+META_POINTERS_HINT = (
+    "Your code keyed storages by data_ptr() on meta tensors: on meta every data_ptr() is 0, so every tensor there "
+    "gets the same key (and matches the parameters you leave out). Key each storage by "
+    "t.untyped_storage()._cdata, distinct for each storage on every device, meta included; or count the "
+    "activations on the real tensors the check passes you."
+)
+
+
+class _MetaPointers:
+    """Within the block, count the calls of ``data_ptr()`` on a meta tensor or storage (they all return 0)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @contextlib.contextmanager
+    def watch(self):
+        tensor_ptr, storage_ptr = torch.Tensor.data_ptr, torch.UntypedStorage.data_ptr
+
+        def on_tensor(t):
+            self.calls += t.device.type == "meta"
+            return tensor_ptr(t)
+
+        def on_storage(storage):
+            self.calls += storage.device.type == "meta"
+            return storage_ptr(storage)
+
+        with (
+            mock.patch.object(torch.Tensor, "data_ptr", on_tensor),
+            mock.patch.object(torch.UntypedStorage, "data_ptr", on_storage),
+        ):
+            yield self
+
+
+def _a_number(answer) -> bool:
+    """Any real number of bytes: int, float (whole or not: the check asks for 10%), numpy's too; no bool."""
+    if isinstance(answer, bool | torch.Tensor) or not isinstance(answer, numbers.Real):
+        return False
+    return math.isfinite(answer)
+
+
 @exercise_check
 def training_memory(fn):
     """``fn(model, inputs, targets, optimizer_name)`` returns the bytes one training step keeps (parameters,
@@ -130,18 +174,19 @@ def training_memory(fn):
         gen = torch.Generator().manual_seed(1)
         inputs = torch.rand(batch, *shape, generator=gen)
         targets = torch.randint(0, 10, (batch,), generator=gen)
-        answer, error = _quiet(fn, copy.deepcopy(model), inputs.clone(), targets.clone(), opt)
+        with _MetaPointers().watch() as meta_pointers:
+            answer, error = _quiet(fn, copy.deepcopy(model), inputs.clone(), targets.clone(), opt)
         if error is not None:
             return error
         measured = _Measured(measure_training_memory(copy.deepcopy(model), inputs, targets, optimizer=opt))
         measured.weights_saved = _weights_saved(model, inputs, targets)
-        if isinstance(answer, torch.Tensor) or not isinstance(answer, int | float) or isinstance(answer, bool):
+        if not _a_number(answer):
             return failed(
                 f"For {name} your function returned {type(answer).__name__} {answer!r}: return a number of bytes "
-                "(a Python int).",
+                "(an int or a float).",
                 ESTIMATE_HINT,
             )
-        off = answer / measured.total - 1
+        off = float(answer) / measured.total - 1
         where = f"For {name} with {OPTIMIZER_WORDS[opt]}"
         if abs(off) > 0.10:
             hints = [
@@ -149,9 +194,11 @@ def training_memory(fn):
                 for guess, hint in MISTAKES.values()
                 if abs(guess(measured) / measured.total - 1) > 0.10 and abs(answer / guess(measured) - 1) <= 0.03
             ]
+            if meta_pointers.calls and answer < measured.total:
+                hints = [META_POINTERS_HINT]
             return failed(
                 f"{where} your estimate is {answer / MiB:.2f} MiB; a real step keeps {measured.total / MiB:.2f} MiB "
-                f"({off:+.0%}).\n{measured.table()}",
+                f"({off:+.0%}).\n{measured.table(names=('real step', ''))}",
                 " ".join(dict.fromkeys(hints)) or ESTIMATE_HINT,
             )
         results.append(f"{name}: {off:+.1%}")
@@ -161,33 +208,48 @@ def training_memory(fn):
 # ---------------------------------------------------------------- Exercise 2: the batch-size finder
 
 FINDER_HINT = (
-    "size = start; loop: try: try_batch(size); return size; except torch.OutOfMemoryError: if size == 1: raise. "
-    "Then, after the except block: size //= 2."
+    "Start at `start`; call try_batch(size) inside a try block and return the size if it works. If it ran out of "
+    "memory (is_out_of_memory from section 4), halve the size with `//` once you are out of the except block, or "
+    "re-raise the error when the size is already 1; let every other error through at once."
 )
-FINDER_MODEL_SIZES = [256, 1024, 1024, 10]
+FINDER_MODEL_SIZES = [64, 512, 512, 10]
 MAX_CALLS = 40
+MACHINES = {
+    "cuda": ("a simulated CUDA GPU", "torch.OutOfMemoryError"),
+    "mps": ("a simulated Mac (MPS)", "a plain RuntimeError (MPS backend out of memory ...)"),
+    "cpu": ("a simulated CPU allocator", "a plain RuntimeError (DefaultCPUAllocator: can't allocate memory ...)"),
+}
+SHAPE_BUG = "mat1 and mat2 shapes cannot be multiplied"
 
 
 class _Attempts:
-    """``try_batch`` for the check: a forward and backward pass of a small MLP on a simulated GPU."""
+    """``try_batch`` for the check: a forward and backward pass of a small MLP on a simulated device.
 
-    def __init__(self, capacity: int, bug_at: int | None = None) -> None:
+    ``bug``: ``"value"`` makes every step raise a ValueError; ``"shape"`` makes every step a real shape error
+    (a RuntimeError, as most bugs in a training step are). Either must pass through at the first attempt."""
+
+    def __init__(self, capacity: int, bug: str | None = None, backend: str = "cuda") -> None:
         torch.manual_seed(0)
         self.model = _mlp(FINDER_MODEL_SIZES)
-        self.gpu = SimulatedGpuMemory(capacity)
-        self.bug_at = bug_at
-        self.sizes: list[int] = []
+        self.gpu = SimulatedGpuMemory(capacity, backend=backend)
+        self.bug = bug
+        self.sizes: list = []
+        self.inside_except: list = []  # sizes tried while an exception was still being handled
 
-    def __call__(self, size: int) -> None:
+    def __call__(self, size) -> None:
         self.sizes.append(size)
         if len(self.sizes) > MAX_CALLS:
             raise _TooManyCalls
-        if size == self.bug_at:
+        if sys.exc_info()[1] is not None:
+            self.inside_except.append(size)
+        if self.bug == "value":
             raise ValueError(f"a bug in the training step (batch {size}): shapes do not match")
-        if size < 1:
+        if _is_whole(size) and size < 1:
             raise ValueError(f"batch size {size}")
         try:
-            x = torch.rand(size, FINDER_MODEL_SIZES[0])
+            x = torch.rand(size, FINDER_MODEL_SIZES[0])  # a float size raises TypeError here, as in any real step
+            if self.bug == "shape":
+                x = x @ torch.rand(FINDER_MODEL_SIZES[1], 3)  # (size x 64) @ (512 x 3)
             hidden = self.model(x)
             loss = hidden.square().mean()
             loss.backward()
@@ -197,6 +259,10 @@ class _Attempts:
 
 class _TooManyCalls(Exception):
     pass
+
+
+def _is_whole(size) -> bool:
+    return isinstance(size, numbers.Integral) and not isinstance(size, bool)
 
 
 def _fits(capacity: int, size: int) -> bool:
@@ -217,70 +283,138 @@ def _run_finder(fn, attempts: _Attempts, start: int):
             return None, err
 
 
-@exercise_check
-def batch_finder(fn):
-    """``fn(try_batch, start)`` returns the largest of ``start, start // 2, ..., 1`` for which ``try_batch(size)``
-    does not raise ``torch.OutOfMemoryError``; other errors pass through; if even 1 does not fit, the
-    out-of-memory error is raised."""
-    start = 512
-    capacity = 8 * MiB
-    expected = next(s for s in (start >> k for k in range(10)) if _fits(capacity, s))
-    attempts = _Attempts(capacity)
+def _outcome(result, error) -> str:
+    return f"returned {result!r}" if error is None else f"raised {type(error).__name__}"
+
+
+def _judge_run(fn, backend: str, capacity: int, start: int, expected: int, tried_log: list):
+    """Feedback if ``fn`` gets the largest batch that fits wrong on this simulated device, else None."""
+    machine, raised = MACHINES[backend]
+    attempts = _Attempts(capacity, backend=backend)
     result, error = _run_finder(fn, attempts, start)
+    tried_log.append(attempts.sizes)
+    tried = f"(tried: {attempts.sizes})"
     if isinstance(error, _TooManyCalls):
         return failed(f"Your function called try_batch more than {MAX_CALLS} times.", FINDER_HINT)
     if isinstance(error, NotImplementedError) and not str(error):
         return failed(NOT_WRITTEN)
+    odd = [size for size in attempts.sizes if not _is_whole(size)]
+    if odd:
+        return failed(
+            f"Your function passed try_batch a batch size of {odd[0]!r} ({type(odd[0]).__name__}) {tried}, and "
+            f"then {_outcome(result, error)}.",
+            "A batch size is a whole number: `/` divides into a float (256 / 2 == 128.0), and tensor shapes "
+            "refuse floats with a TypeError. Halve with `//`.",
+        )
     if 0 in attempts.sizes:
         return failed("Your function tried a batch of 0: never go below 1.", FINDER_HINT)
     if (error is not None or result != expected) and expected in attempts.sizes and (result or 0) < expected:
-        return failed(
-            f"On a simulated GPU of {capacity // MiB} MiB a batch of {expected} fits when nothing else is held, but "
-            f"your function tried it and failed (tried: {attempts.sizes}): the failed attempt's tensors were still "
-            "alive.",
-            "Inside an `except` block the error's traceback holds the failed step's frames and their tensors. Leave "
-            "the except block first (set a flag, or `pass`), then retry; on a GPU also call torch.cuda.empty_cache().",
+        message = (
+            f"On {machine} a batch of {expected} fits when nothing else is held, but your function tried it and "
+            f"failed {tried}: the failed attempt's tensors were still alive."
         )
-    if isinstance(error, torch.OutOfMemoryError):
+        if expected in attempts.inside_except:
+            return failed(
+                message,
+                "Your function retried from inside an `except` block, where the error's traceback still holds "
+                "the failed step's frames and their tensors. Leave the except block first (set a flag, or `pass`), "
+                "then retry; on a GPU also hand the cache back (torch.cuda.empty_cache()).",
+            )
         return failed(
-            f"On a GPU where a batch of {expected} fits, your function let an out-of-memory error through "
-            f"(tried: {attempts.sizes}).",
-            "Catch torch.OutOfMemoryError around try_batch(size) and try half the size.",
+            message,
+            "Your function retried outside the except block, but it kept the error object (`err = e`, a list "
+            "of errors, an attribute): its __traceback__ holds the failed step's frames and their tensors. Keep "
+            "str(err) if you need the text, or drop the reference (`err = None`) before the next try; to raise "
+            "the last error again, use a bare `raise` inside the except block.",
+        )
+    if error is not None and is_out_of_memory(error):
+        if backend == "cuda":
+            return failed(
+                f"On {machine} where a batch of {expected} fits, your function let an out-of-memory error "
+                f"through {tried}.",
+                "Catch the out-of-memory error around try_batch(size) and try half the size.",
+            )
+        return failed(
+            f"On {machine} where a batch of {expected} fits, out of memory is {raised}, not "
+            f"torch.OutOfMemoryError, and your function let it through {tried}.",
+            "torch.OutOfMemoryError is CUDA's error only. MPS and the CPU allocator raise a plain RuntimeError "
+            "worded their own way: catch RuntimeError, retry when is_out_of_memory(err) (section 4) says it is "
+            "out of memory, and re-raise every other RuntimeError at once.",
         )
     if error is not None:
-        return failed(f"Your function raised {type(error).__name__}: {error} (tried: {attempts.sizes}).", FINDER_HINT)
+        return failed(
+            f"On {machine} your function raised {type(error).__name__}: {_first_line(error)} {tried}.", FINDER_HINT
+        )
     if result != expected:
         return failed(
-            f"On a simulated GPU of {capacity // MiB} MiB your function returned {result!r} (tried: "
-            f"{attempts.sizes}); the largest of 512, 256, ... that fits is {expected}.",
+            f"On {machine} with room for a batch of {expected}, your function returned {result!r} {tried}; the "
+            f"largest of {start}, {start // 2}, ... that fits is {expected}.",
             FINDER_HINT,
         )
-    tiny = _Attempts(capacity=64 * 1024)
+    return None
+
+
+def _judge_nothing_fits(fn, backend: str, start: int):
+    machine, raised = MACHINES[backend]
+    tiny = _Attempts(capacity=64 * 1024, backend=backend)
     result, error = _run_finder(fn, tiny, start)
     if isinstance(error, _TooManyCalls):
         return failed(f"When nothing fits, your function called try_batch more than {MAX_CALLS} times.", FINDER_HINT)
     if 0 in tiny.sizes:
         return failed("When nothing fits, your function tried a batch of 0: stop at 1.", FINDER_HINT)
-    if not isinstance(error, torch.OutOfMemoryError):
-        got = f"raised {type(error).__name__}" if error is not None else f"returned {result!r}"
+    if error is None or not is_out_of_memory(error):
         return failed(
-            f"On a GPU where not even a batch of 1 fits, your function {got}.",
+            f"On {machine} where not even a batch of 1 fits, your function {_outcome(result, error)} "
+            f"(tried: {tiny.sizes}).",
             "When even a batch of 1 does not fit, raise the out-of-memory error again (a bare `raise` in the except "
             "block): no batch size can help, and the caller must know.",
         )
-    buggy = _Attempts(capacity, bug_at=start)
+    return None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "(no message)"
+
+
+@exercise_check
+def batch_finder(fn):
+    """``fn(try_batch, start)`` returns the largest of ``start, start // 2, ..., 1`` for which ``try_batch(size)``
+    does not run out of memory, on any device (CUDA's ``torch.OutOfMemoryError``, the CPU allocator's or
+    MPS's ``RuntimeError``); every other error passes through at once; if even 1 does not fit, the
+    out-of-memory error is raised."""
+    start = 512
+    capacity = 3 * MiB
+    expected = next(s for s in (start >> k for k in range(10)) if _fits(capacity, s))
+    tried: list = []
+    for backend in MACHINES:
+        verdict = _judge_run(fn, backend, capacity, start, expected, tried)
+        if verdict is None:
+            verdict = _judge_nothing_fits(fn, backend, start)
+        if verdict is not None:  # a failed Feedback is falsy: test for None
+            return verdict
+    buggy = _Attempts(capacity, bug="value")
     result, error = _run_finder(fn, buggy, start)
-    if not isinstance(error, ValueError):
+    if not isinstance(error, ValueError) or len(buggy.sizes) != 1:
         return failed(
-            f"A try_batch with a bug (it raises ValueError) was retried at {buggy.sizes} and your function "
-            f"{'returned ' + repr(result) if error is None else 'raised ' + type(error).__name__}: a real bug was "
-            "hidden.",
-            "Catch torch.OutOfMemoryError only. It is a subclass of RuntimeError: catching RuntimeError or "
-            "Exception halves away every bug, a shape error included.",
+            f"A try_batch with a bug (it raises ValueError) was tried at {buggy.sizes} and your function "
+            f"{_outcome(result, error)}: a real bug was retried as if it were out of memory.",
+            "Retry only after an out-of-memory error. Catching Exception (or everything) halves away every bug.",
+        )
+    shape = _Attempts(capacity, bug="shape")
+    result, error = _run_finder(fn, shape, start)
+    if not (isinstance(error, RuntimeError) and SHAPE_BUG in str(error)) or len(shape.sizes) != 1:
+        return failed(
+            f"A try_batch with a shape bug (RuntimeError: {SHAPE_BUG} ...) was tried at {shape.sizes} and your "
+            f"function {_outcome(result, error)}: the bug was taken for out of memory.",
+            "Out-of-memory errors are RuntimeErrors (torch.OutOfMemoryError is a subclass), but so is almost every "
+            "bug in a training step: shapes, devices, dtypes. Catch RuntimeError only to look at it: retry when "
+            "is_out_of_memory(err) (section 4) says it is out of memory, re-raise anything else at once.",
         )
     return passed(
-        f"Largest batch that fits on a simulated {capacity // MiB} MiB GPU: {expected} (tried {attempts.sizes}); "
-        "out of memory at 1 raised; other errors passed through."
+        f"Largest batch that fits in {capacity // MiB} MiB: {expected} (tried {tried[0]}) "
+        "on a simulated CUDA GPU, a Mac and a CPU allocator; out of memory at 1 raised; a ValueError and a "
+        "RuntimeError shape bug passed through at once."
     )
 
 
