@@ -16,6 +16,7 @@ project = "PyTorch on CPU and GPU, hands-on"
 author = "the course's authors"
 copyright = "the course's authors; text CC BY 4.0, code MIT"
 language = "en"
+smartquotes = False  # code in prose ('ignore', "cuda") stays as a learner must type it
 
 extensions = ["myst_nb"]
 nb_execution_mode = "off"  # the stored outputs are the ones the tests check under strict nbval

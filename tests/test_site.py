@@ -10,6 +10,7 @@ Chromium or Chrome executable); without them these tests skip and say so. Playwr
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import importlib.util
 import os
@@ -72,8 +73,6 @@ def test_check_only_cells_are_left_out_of_the_pages(built):
 
 
 def last_line(source: str) -> str:
-    import html
-
     return html.escape(source.strip().splitlines()[-1].strip(), quote=False)
 
 
@@ -92,8 +91,11 @@ def test_error_index_lists_every_known_error_with_its_lesson(built):
     from helpers.known_errors import KNOWN_ERRORS
 
     page = (built["html"] / "errors.html").read_text(encoding="utf-8")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
     for entry in KNOWN_ERRORS:
         assert f'id="error-{entry.key}"' in page, entry.key
+        for field in (entry.title, entry.meaning, entry.fix):  # verbatim: no Markdown read into them
+            assert " ".join(field.split()) in text, f"{entry.key}: {field[:60]}"
     assert "Expected all tensors to be on the same device" in page
     assert page.count('href="notebooks/') >= len(KNOWN_ERRORS) // 2, "entries link to their lessons"
 

@@ -179,8 +179,13 @@ def lessons_page(rows: list[dict]) -> str:
     return "\n".join(lines + start)
 
 
+def escape(text: str) -> str:
+    """Plain text for Markdown: ``__init__`` stays ``__init__`` (not bold ``init``), ``[x]`` is no link."""
+    return re.sub(r"([\\`*_\[\]<>#|~$])", r"\\\1", text)
+
+
 def example_messages() -> list[str]:
-    """Messages as people see them: raised on a real GPU, and pasted into public threads."""
+    """Messages as people see them: raised on a real GPU (today's wording, first), then pasted into threads."""
     found = []
     gpu = FIXTURES / "gpu_error_messages.json"
     if gpu.exists():
@@ -212,14 +217,13 @@ def errors_page(labels: set[str]) -> str:
     examples = example_messages()
     out = []
     for entry in known_errors.KNOWN_ERRORS:
-        seen = [m for m in examples if known_errors.match(m) is entry]
-        seen = sorted(dict.fromkeys(seen), key=len)[:3]
-        out += [f"(error-{entry.key})=", f"## {entry.title}", ""]
+        seen = list(dict.fromkeys(m for m in examples if known_errors.match(m) is entry))[:3]
+        out += [f"(error-{entry.key})=", f"## {escape(entry.title)}", ""]
         if seen:
             out += ["As it appears in a traceback:", "", "```text", *seen, "```", ""]
         for label, field in (("What it means", "meaning"), ("How to fix it", "fix")):
             if getattr(entry, field, None):
-                out += [f"**{label}.** {getattr(entry, field)}", ""]
+                out += [f"**{label}.** {escape(getattr(entry, field))}", ""]
         if getattr(entry, "lesson", None):
             shown = getattr(entry, "shown", True)
             where = "Where the course teaches it" if shown else "The lesson on its topic (no lesson shows this message)"
