@@ -187,7 +187,7 @@ COLAB_BUTTONS = (  # the theme's "Launch on Colab" in the header, then ours unde
 BUTTONS = "() => [...document.querySelectorAll('.course-buttons a')].map(a => a.textContent.trim())"
 
 
-def test_every_page_in_the_browser(built, server, browser):
+def test_every_page_in_the_browser(browser, built, server):
     """Loads without console errors or requests off the site; images load; links and anchors resolve; a notebook's
     page has its three buttons and every Colab link on it opens that very notebook; no test scaffolding shows."""
     html, tab, ids, problems = built["html"], Tab(browser, server, DESKTOP), {}, []
@@ -222,7 +222,7 @@ def test_every_page_in_the_browser(built, server, browser):
     assert not problems, "\n".join(problems)
 
 
-def test_no_page_scrolls_sideways_on_a_phone(built, server, browser):
+def test_no_page_scrolls_sideways_on_a_phone(browser, built, server):
     """At 390 px nothing but a code block (or a wide table, in its own scroll box) is wider than the screen."""
     problems, tab = [], Tab(browser, server, PHONE)
     for rel in pages(built["html"]):
@@ -252,7 +252,7 @@ def test_no_page_scrolls_sideways_on_a_phone(built, server, browser):
         ("Expected all tensors to be on the same device", "errors.html"),
     ],
 )
-def test_search_finds(built, server, browser, query, page):
+def test_search_finds(browser, built, server, query, page):
     tab = Tab(browser, server, DESKTOP)
     tab.open(f"search.html?q={query}")
     tab.page.wait_for_function(
@@ -265,7 +265,7 @@ def test_search_finds(built, server, browser, query, page):
     assert any(urlsplit(href).path.endswith(page) for href in found), f"{query!r} found {found}"
 
 
-def test_screenshots_for_a_learners_eye(built, server, browser):
+def test_screenshots_for_a_learners_eye(browser, built, server):
     """One of the landing page and one of a lesson, kept in site/_build/screenshots/ (not committed)."""
     out = built["html"].parent / "screenshots"
     out.mkdir(exist_ok=True)
