@@ -50,7 +50,7 @@ def test_site_builds_with_warnings_as_errors_in_time(built):
     assert built["seconds"] < BUILD_LIMIT_S, f"the site took {built['seconds']:.0f} s to build"
 
 
-def test_every_notebook_has_its_page_and_no_scaffolding(built):
+def test_every_notebook_has_its_page_and_its_download(built):
     for path in course.all_notebooks():
         page = (built["html"] / course.repo_path(path)).with_suffix(".html")
         assert page.exists(), f"no page for {course.repo_path(path)}"
