@@ -149,7 +149,6 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "MPS's own knob, PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
         "macOS swap or freeze instead of raising this error.",
         lesson="notebook 07 (memory), section 4",
-        shown=False,
     ),
     KnownError(
         key="cuda-oom",
@@ -179,7 +178,6 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "and load items in the Dataset's __getitem__, use float32 rather than float64, drop references you no "
         "longer need (del, then gc.collect()), or give the machine or container more RAM.",
         lesson="notebook 07 (memory), section 4",
-        shown=False,
     ),
     KnownError(
         key="mps-float64",

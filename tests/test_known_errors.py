@@ -707,6 +707,8 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "fork-reinit": ("06", "Cannot re-initialize CUDA in forked subprocess"),
     "invalid-device-ordinal": ("00", "renumbered from 0"),
     "cuda-oom": ("07", "CUDA out of memory"),
+    "mps-oom": ("07", "MPS backend out of memory"),
+    "cpu-oom": ("07", "DefaultCPUAllocator: can't allocate memory"),
     "mps-float64": ("00", "MPS has no float64"),
     "mp-spawn-notebook": ("08", "terminated with exit code"),
     "dataloader-worker-notebook": ("06", "Can't get attribute"),
