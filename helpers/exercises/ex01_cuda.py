@@ -190,7 +190,7 @@ def float_tensor_on(fn) -> object:
                 )
             if result.device != device:
                 return failed(
-                    f"{when}: asked for {shown(device)}, your tensor is on {result.device}.",
+                    f"{when}: your tensor is on {result.device}.",
                     "torch.tensor can take the device too: it then copies the list's values there in the same call.",
                     more=FACTORY_MORE,
                     see=SECTION_FACTORY,
