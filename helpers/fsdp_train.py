@@ -31,7 +31,7 @@ from helpers.models import Tudui
 def gloo_average_sums() -> bool:
     """Does gloo's reduce-scatter return the sum when asked for the average (ReduceOp.AVG)?
 
-    It does in torch 2.7 (and 2.8); current releases average. FSDP2 asks for the average of the
+    It does in torch 2.7 and 2.8; torch 2.9 and newer average. FSDP2 asks for the average of the
     gradients; a sum makes every step world_size times too large.
     """
     world_size = dist.get_world_size()
@@ -43,7 +43,7 @@ def gloo_average_sums() -> bool:
 
 
 def average_on_old_gloo(model: nn.Module, world_size: int) -> bool:
-    """Older torch only (2.7, 2.8): where gloo summed the gradients FSDP asked it to average, divide them after.
+    """torch < 2.9 only (2.7, 2.8): where gloo summed the gradients FSDP asked it to average, divide them after.
 
     Returns whether it was needed. On NCCL and on current torch it does nothing.
     """
@@ -80,7 +80,7 @@ def train(argv: list[str] | None = None) -> dict:
     fully_shard(model, mesh=mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)  # built after sharding: it updates the shards
     if device.type == "cpu":
-        average_on_old_gloo(model, world_size)  # torch 2.7 and 2.8 only: gloo summed where FSDP asked for the mean
+        average_on_old_gloo(model, world_size)  # torch < 2.9 only: gloo summed where FSDP asked for the mean
     loss_fn = nn.CrossEntropyLoss()
     loader, sampler = make_loader(args.samples, args.batch_size, rank, world_size, args.seed)
 

@@ -325,6 +325,7 @@ def test_train_epochs_keeps_a_process_group_already_there():
         assert check.train_epochs(epochs_barrier_after_save)
         assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
     finally:
+        check._let_gloo_finish()
         dist.destroy_process_group()
 
 

@@ -20,6 +20,7 @@ import copy
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -233,7 +234,18 @@ def _as_rank(rank: int, world_size: int):
             yield
     finally:
         if created and dist.is_initialized():
+            _let_gloo_finish()
             dist.destroy_process_group()
+
+
+def _let_gloo_finish() -> None:
+    """Give gloo's worker thread the moment it needs to release the last collective before the group goes.
+
+    torch 2.7 can deadlock when a group is destroyed while its worker thread still holds a finished
+    collective (a barrier, say) whose release needs the GIL that the destroying thread holds; sleeping
+    releases the GIL.
+    """
+    time.sleep(0.2)
 
 
 EPOCH_HINT = (
