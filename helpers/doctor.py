@@ -873,6 +873,48 @@ def render(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
+def report(facts: Facts, checks: list[Check]) -> str:
+    """A block to paste into a problem report: versions, build, GPUs, driver, the course's device, each check's
+    verdict; never the user's name, home folder or the machine's name (``_private_words`` are replaced)."""
+    import platform
+
+    torch_line = facts.torch_version or f"not importable ({facts.torch_error})"
+    build = f"CUDA {facts.cuda_build}" if facts.cuda_build else f"ROCm {facts.hip_build}" if facts.hip_build else "CPU"
+    gpus = "; ".join(f"cuda:{g.index} {g.name}, {g.memory_gib:.1f} GiB, capability {g.capability}" for g in facts.gpus)
+    lines = [
+        f"system: {platform.system()} {platform.release()} {platform.machine()}, "
+        f"Python {'.'.join(map(str, facts.python_version))}",
+        f"torch: {torch_line} ({build} build), torchvision: {facts.torchvision_version or facts.torchvision_error}",
+        f"CUDA usable: {facts.cuda_available}; GPUs: {gpus or 'none'}",
+        f"nvidia-smi: {facts.nvidia_smi}; driver: {facts.driver_version or '-'} (CUDA {facts.driver_cuda or '-'})",
+        f"CUDA_VISIBLE_DEVICES: {'unset' if facts.cuda_visible_devices is None else repr(facts.cuda_visible_devices)}",
+        f"MPS available: {facts.mps_available}; accelerator: {facts.accelerator}; workers start with: "
+        f"{facts.start_method}",
+        f"COURSE_DEVICE: {facts.course_device_env or 'unset'}; course device: "
+        f"{facts.course_device or facts.course_device_error}",
+        *(f"[{c.status}] {c.topic}: {c.detail}" for c in checks if c.status != "OK"),
+    ]
+    text = "\n".join(lines)
+    for word, stand_in in _private_words():
+        text = text.replace(word, stand_in)
+    return f"```text\n{text}\n```"
+
+
+def _private_words() -> list[tuple[str, str]]:
+    """(word, stand-in) for the home folder, the user's name and the machine's name, longest first (a home
+    path before the user name inside it)."""
+    import getpass
+    import socket
+
+    words = {os.path.expanduser("~"): "~"}
+    for get in (getpass.getuser, socket.gethostname):
+        try:
+            words.setdefault(get(), "<private>")
+        except Exception:  # no user name (a container without one): nothing to hide
+            pass
+    return sorted(((w, s) for w, s in words.items() if len(w) > 1), key=lambda pair: len(pair[0]), reverse=True)
+
+
 def can_run(checks: list[Check]) -> bool:
     """True when no check failed (warnings and the CPU fallback are fine)."""
     return all(check.status != "FAIL" for check in checks)
@@ -890,7 +932,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MESSAGE",
         help='explain a pasted error message: the text, a file holding it, or "-" to read standard input',
     )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print a block to paste into a problem report (versions, build, GPUs, driver; nothing private)",
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        facts = gather_facts()
+        checks = diagnose(facts)
+        print(report(facts, checks))
+        return 0 if can_run(checks) else 1
     if args.explain is not None:
         from helpers.known_errors import explain_text_cli
 

@@ -730,3 +730,40 @@ def test_gather_facts_with_torch_failing_on_device_queries(monkeypatch, smi_sees
     else:
         assert topics["PyTorch warning"].status == "WARN"
     assert topics["course device"].status == "FAIL"
+
+
+def test_report_block_holds_nothing_private(monkeypatch):
+    """--report's block names versions and hardware, never the user, their home folder or the machine."""
+    import getpass
+    import socket
+
+    monkeypatch.setenv("HOME", "/home/ada.lovelace")
+    monkeypatch.setattr(getpass, "getuser", lambda: "ada.lovelace")
+    monkeypatch.setattr(socket, "gethostname", lambda: "adas-laptop.example")
+    facts = doctor.Facts(
+        torch_version="2.14.1+cu130",
+        cuda_build="13.0",
+        torch_warnings=["/home/ada.lovelace/.venv/lib/torch/cuda/__init__.py:63: UserWarning: CUDA initialization"],
+        course_device="cpu",
+        course_device_env="cuda:3",
+        course_device_error="cuda:3 is not there on adas-laptop.example (ada.lovelace)",
+    )
+    block = doctor.report(facts, doctor.diagnose(facts) + [doctor.Check("WARN", "x", "/home/ada.lovelace/data")])
+    assert block.startswith("```text\n") and block.endswith("\n```")
+    assert "torch: 2.14.1+cu130 (CUDA 13.0 build)" in block and "COURSE_DEVICE: cuda:3" in block
+    assert "[WARN] x: ~/data" in block
+    for private in ("ada.lovelace", "adas-laptop", "/home/"):
+        assert private not in block
+
+
+def test_report_of_this_machine_holds_nothing_private():
+    import getpass
+    import socket
+
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.doctor", "--report"], capture_output=True, text=True, timeout=300
+    )
+    assert result.stdout.startswith("```text\nsystem: ") and "course device: " in result.stdout
+    for private in (os.path.expanduser("~"), getpass.getuser(), socket.gethostname()):
+        if len(private) > 1:
+            assert private not in result.stdout
