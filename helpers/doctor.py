@@ -35,7 +35,7 @@ MIN_TORCH = (2, 7)  # keep in step with pyproject.toml (tests/test_doctor.py che
 SMI_TIMEOUT_S = 10
 SELECTOR = "https://pytorch.org/get-started/locally/"
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
-INSTALL = 'pip install -e ".[dev]"'
+INSTALL = 'pip install -e ".[lab]"'  # the learner's install (README's quick start)
 COLAB_GPU = "in Colab: Runtime > Change runtime type > GPU, then run the notebook again"
 
 

@@ -171,7 +171,7 @@ def test_no_torch_fails_with_the_install_command(monkeypatch):
     torch_check = by_topic(checks)["torch"]
     assert torch_check.status == "FAIL"
     assert "not installed" in torch_check.detail
-    assert 'pip install -e ".[dev]"' in torch_check.fix
+    assert 'pip install -e ".[lab]"' in torch_check.fix
     assert "https://pytorch.org/get-started/locally/" in torch_check.fix
     assert checks[-1].status == "FAIL" and checks[-1].topic == "course device"
     assert "torchvision" not in by_topic(checks), "the torch fix installs both"
