@@ -65,8 +65,20 @@ def test_lesson_links_to_the_next_one(path):
     index = lessons.index(path)
     text = "".join(c.source for c in read(path).cells if c.cell_type == "markdown")
     if index + 1 < len(lessons):
-        assert course.colab_url(lessons[index + 1]) in text, "end with an absolute link to the next notebook"
+        following = lessons[index + 1]
+        both = f"]({following.name}) ([in Colab]({course.colab_url(following)}))"
+        assert both in text, "end with a link to the next notebook, relative (JupyterLab) and to Colab"
+    solutions = course.SOLUTIONS / f"{path.stem}_solutions.ipynb"
+    assert f"](solutions/{solutions.name}) ([in Colab]({course.colab_url(solutions)}))" in text
     assert "## Summary" in text and "## Exercises" in text
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_relative_notebook_links_resolve(path):
+    """A relative link opens a notebook that exists in the repository (as local JupyterLab resolves it)."""
+    text = "".join(c.source for c in read(path).cells if c.cell_type == "markdown")
+    for target in re.findall(r"(?<!!)\]\(([\w./-]+\.ipynb)\)", text):
+        assert (path.parent / target).is_file(), f"{target} does not exist next to {path.name}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

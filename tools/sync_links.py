@@ -1,11 +1,16 @@
 """Rewrite every Colab badge, Colab link and install line from the slug in pyproject.toml.
 
+A link from one notebook to another works where the learner is: a relative link for local JupyterLab,
+followed by the same notebook in Colab (a relative link alone breaks in Colab, a Colab link alone leaves
+JupyterLab): ``[04 · Models vs tensors](04_models_vs_tensors.ipynb) ([in Colab](https://colab...))``.
+
 python tools/sync_links.py          # rewrite notebooks and README in place
 python tools/sync_links.py --check  # exit 1 and list the files that disagree
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -23,6 +28,7 @@ COLAB_LINK = re.compile(
 INSTALL = re.compile(r"git\+https://github\.com/[\w.-]+/[\w.-]+?(?:\.git)?@[\w.-]+")
 CLONE = re.compile(r"git clone https://github\.com/[\w.-]+/[\w.-]+?\.git")
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+NOTEBOOK_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<url>[^)\s]+\.ipynb)\)(?: \(\[in Colab\]\([^)]+\)\))?")
 
 
 def sync_text(text: str) -> str:
@@ -31,10 +37,32 @@ def sync_text(text: str) -> str:
     return CLONE.sub(f"git clone https://github.com/{course.github_slug()}.git", text)
 
 
+def linked_notebook(url: str, here: Path) -> Path | None:
+    """The course notebook a link points at (a Colab link or a path relative to ``here``), else None."""
+    colab = COLAB_LINK.fullmatch(url)
+    target = course.ROOT / colab.group(1) if colab else (here.parent / url)
+    return target.resolve() if target.resolve() in {p.resolve() for p in course.all_notebooks()} else None
+
+
+def both_links(text: str, here: Path) -> str:
+    """Every link to a course notebook as a relative link followed by its Colab link."""
+
+    def rewrite(m: re.Match) -> str:
+        target = linked_notebook(m.group("url"), here)
+        if target is None:
+            return m.group(0)
+        relative = Path(os.path.relpath(target, here.parent)).as_posix()
+        return f"[{m.group('text')}]({relative}) ([in Colab]({course.colab_url(target)}))"
+
+    return NOTEBOOK_LINK.sub(rewrite, text)
+
+
 def sync_notebook(path: Path) -> str:
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
         cell.source = sync_text(cell.source)
+        if cell.cell_type == "markdown":
+            cell.source = both_links(cell.source, path)
         if i == 0:  # the title cell's badge opens this very notebook
             cell.source = BADGE.sub(lambda _: course.badge(path), cell.source)
     return nbformat.writes(nb) + "\n"

@@ -1,0 +1,73 @@
+"""The cell-tag convention (tools/cell_tags.py): scaffolding is tagged and collapsed, the lesson stays in view."""
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from tools import cell_tags, course
+
+NOTEBOOKS = course.all_notebooks()
+LESSONS = course.lessons()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[course.repo_path(p) for p in NOTEBOOKS])
+def test_notebook_follows_the_cell_tag_convention(path):
+    found = cell_tags.problems(nbformat.read(path, as_version=4), course.repo_path(path))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_the_code_a_learner_sees_is_mostly_lesson_code(path):
+    """Of the code lines in the cells a learner sees (not collapsed), at least 85 % are not asserts."""
+    visible = [
+        c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and not cell_tags.is_hidden(c)
+    ]
+    lines = sum(
+        1 for c in visible for line in c.source.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+    checks = sum(cell_tags.assert_lines(c) for c in visible)
+    assert 1 - checks / lines >= 0.85, f"{checks} of {lines} visible code lines are asserts: move them to a check cell"
+
+
+def _notebook():
+    return new_notebook(
+        cells=[
+            new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(torch.cuda.is_available())"),
+            new_code_cell("assert x.device.type in {'cpu', 'cuda'}\nif HAS_CUDA:\n    assert y.is_cuda"),
+            new_code_cell("assert check.exercise(fn)", outputs=[new_output("stream", text="[PASS] well done\n")]),
+            new_code_cell("y = x + 1  # the lesson\nassert y.device == x.device"),
+        ]
+    )
+
+
+def test_apply_moves_markers_to_tags_and_hides_only_the_checks():
+    nb = _notebook()
+    assert len(cell_tags.problems(nb)) == 2  # the marker comment, the untagged check cell
+    cell_tags.apply(nb)
+    marker, checks, with_output, lesson = nb.cells
+    assert marker.source == "print(torch.cuda.is_available())" and marker.metadata.tags == ["nbval-ignore-output"]
+    assert checks.metadata.tags == ["remove-cell"]
+    assert checks.metadata.jupyter == {"source_hidden": True} and checks.metadata.slideshow == {"slide_type": "skip"}
+    assert "tags" not in with_output.metadata, "a check that prints its verdict is shown"
+    assert "tags" not in lesson.metadata, "lesson code with a one-line assert stays in view"
+    assert cell_tags.problems(nb) == []
+
+
+def test_a_hidden_cell_that_gains_lesson_code_is_named_and_shown_again():
+    nb = _notebook()
+    cell_tags.apply(nb)
+    nb.cells[1].source = "z = x * 2\nassert z.device == x.device"
+    assert any("tagged 'remove-cell' but is not a check-only cell" in p for p in cell_tags.problems(nb))
+    cell_tags.apply(nb)
+    assert "tags" not in nb.cells[1].metadata and "jupyter" not in nb.cells[1].metadata
+    assert cell_tags.problems(nb) == []
+
+
+def test_check_mode_names_the_cells_and_fails(monkeypatch, tmp_path, capsys):
+    path = tmp_path / "00_x.ipynb"
+    nbformat.write(_notebook(), path)
+    monkeypatch.setattr(course, "all_notebooks", lambda: [path])
+    monkeypatch.setattr(course, "repo_path", lambda p: p.name)
+    assert cell_tags.main(["--check"]) == 1
+    assert "00_x.ipynb cell 0: the comment '# NBVAL_IGNORE_OUTPUT'" in capsys.readouterr().out
+    assert cell_tags.main([]) == 0 and cell_tags.main(["--check"]) == 0
