@@ -1,5 +1,6 @@
-"""``%load_ext helpers.clinic`` in a real Jupyter kernel: the traceback stays IPython's own, the cell still
-fails, and a known device error gets the clinic's note under it (unknown errors get nothing)."""
+"""``%load_ext helpers.clinic`` in a real Jupyter kernel: a known device error shows the learner's frames and the
+last line (``%tb`` or ``%clinic full`` show every frame) with the clinic's note under it, the cell still fails,
+and unknown errors keep IPython's traceback and get no note."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from helpers.known_errors import KNOWN_ERRORS, render
 from tools import course
 
 MISMATCH = 'torch.ones(3) + torch.ones(3, device="meta")  # a device mix-up any machine raises'
+DEEP = 'nn.Linear(3, 2).to("meta")(torch.ones(2, 3))  # the same mix-up, raised inside torch.nn'
+UNKNOWN_DEEP = "nn.Linear(3, 2)(torch.ones(2, 4))  # shapes, not devices: no note, IPython's traceback"
 SAME_DEVICE = next(e for e in KNOWN_ERRORS if e.key == "same-device")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CELLS = [  # (source, tagged raises-exception)
-    ("import torch", False),
+    ("import sys\nimport torch\nfrom torch import nn", False),
     (MISMATCH, True),  # 1: before the extension
     ("%load_ext helpers.clinic", False),
     (MISMATCH, True),  # 3: the note
@@ -29,10 +32,20 @@ CELLS = [  # (source, tagged raises-exception)
     (MISMATCH, True),  # 7
     ("%unload_ext helpers.clinic", False),
     (MISMATCH, True),  # 9: no note after unload
+    (DEEP, True),  # 10: torch's frames, the extension unloaded
     ("%load_ext helpers.clinic", False),
-    (MISMATCH, False),  # 11: untagged: the run stops here, as "Run all" does
+    (DEEP, True),  # 12: the learner's frame and the last line
+    ("print(type(sys.last_value).__name__, 'expected device' in str(sys.last_value))", False),  # 13
+    ("%tb", False),  # 14: the full traceback on demand
+    ("%clinic full", False),  # 15
+    (DEEP, True),  # 16: whole again
+    ("%clinic short", False),  # 17
+    (UNKNOWN_DEEP, True),  # 18: an unknown error keeps IPython's traceback
+    ("def step(model, x):\n    return model(x)\n\nstep(nn.Linear(3, 2).to('meta'), torch.ones(2, 3))", True),  # 19
+    (MISMATCH, False),  # 20: untagged: the run stops here, as "Run all" does
     ('print("not reached")', False),
 ]
+LAST = len(CELLS) - 1
 
 
 def traceback_text(output) -> str:
@@ -61,6 +74,11 @@ def executed():
     return nb, replies, stopped.value
 
 
+def frames(output) -> list[str]:
+    """The header line of each frame the traceback shows."""
+    return [line for line in traceback_text(output).splitlines() if line.startswith(("Cell In[", "File "))]
+
+
 def notes(cell) -> str:
     return "".join(o.text for o in cell.outputs if o.output_type == "stream")
 
@@ -71,7 +89,7 @@ def errors(cell) -> list:
 
 def test_a_known_error_gets_the_note_under_the_usual_traceback(executed):
     nb, replies, _ = executed
-    before, after, unloaded = nb.cells[1], nb.cells[3], nb.cells[9]
+    before, after, unloaded = nb.cells[1], nb.cells[3], nb.cells[9]  # no frame to leave out: unchanged
     assert [o.output_type for o in before.outputs] == ["error"]
     assert [o.output_type for o in after.outputs] == ["error", "stream"]  # the note comes after the traceback
     (plain,), (noted,) = errors(unloaded), errors(after)  # not cell 1: torch's first call takes another path
@@ -83,7 +101,8 @@ def test_a_known_error_gets_the_note_under_the_usual_traceback(executed):
             "Tensor on device meta is not on the expected device cpu!",
         )
     )
-    assert traceback_text(noted) == traceback_text(plain)  # IPython's own traceback, unchanged
+    assert noted.traceback[-1] == plain.traceback[-1]  # the last line as IPython writes it
+    assert frames(noted) == ["Cell In[N], line 1"] and len(frames(plain)) > 1  # torch's frames left out
     assert notes(after).strip() == render(SAME_DEVICE)
     assert after.outputs[1].name == "stdout"
     assert replies[3]["content"]["status"] == "error" and replies[3]["content"]["ename"] == "RuntimeError"
@@ -106,9 +125,60 @@ def test_loaded_twice_one_note_unloaded_none(executed):
 def test_the_cell_still_fails_and_run_all_stops(executed):
     nb, replies, stopped = executed
     assert "RuntimeError" in str(stopped)
-    assert replies[11]["content"]["status"] == "error"
-    assert [o.output_type for o in nb.cells[11].outputs] == ["error", "stream"]
-    assert 12 not in replies and nb.cells[12].outputs == []  # never run
+    assert replies[LAST - 1]["content"]["status"] == "error"
+    assert [o.output_type for o in nb.cells[LAST - 1].outputs] == ["error", "stream"]
+    assert LAST not in replies and nb.cells[LAST].outputs == []  # never run
+
+
+def test_a_known_error_shows_the_learners_frames_and_the_last_line(executed):
+    nb, replies, _ = executed
+    (plain,), (short,) = errors(nb.cells[10]), errors(nb.cells[12])
+    full, short_text = traceback_text(plain), traceback_text(short)
+    assert (short.ename, short.evalue) == (plain.ename, plain.evalue)
+    assert short.traceback[-1] == plain.traceback[-1]  # the last line, as IPython writes it
+    assert "torch/nn/modules" in full and "torch/nn/modules" not in short_text  # torch's frames left out
+    assert "Cell In[N], line 1" in short_text and DEEP.split("  #")[0] in short_text  # the learner's line
+    assert ANSI.sub("", short.traceback[-2]).startswith("[device error clinic] ")
+    assert "frames inside torch and the course's helpers left out: %tb prints the full traceback." in short_text
+    assert short_text.count("\n") < full.count("\n") / 2
+    left_out = len(frames(plain)) - 1
+    assert frames(short) == ["Cell In[N], line 1"] and f"] {left_out} frames inside" in short_text
+    assert notes(nb.cells[12]).strip() == render(SAME_DEVICE)  # the note as before
+    assert replies[12]["content"]["status"] == "error" and replies[12]["content"]["ename"] == "RuntimeError"
+
+
+def test_the_full_traceback_on_demand(executed):
+    nb, _, _ = executed
+    assert notes(nb.cells[13]) == "RuntimeError True\n"  # sys.last_value holds the error, as after any cell
+    (on_demand,), (plain,) = errors(nb.cells[14]), errors(nb.cells[10])
+    assert traceback_text(on_demand) == traceback_text(plain)  # %tb: IPython's own, every frame
+    (whole,) = errors(nb.cells[16])
+    assert traceback_text(whole) == traceback_text(plain) and "full." in notes(nb.cells[15])
+    assert "your frames and the last line" in notes(nb.cells[17])
+
+
+def test_unknown_errors_keep_every_frame_and_the_learners_functions_stay(executed):
+    nb, _, _ = executed
+    (unknown,) = errors(nb.cells[18])
+    assert "torch/nn/modules" in traceback_text(unknown) and "[device error clinic]" not in traceback_text(unknown)
+    assert notes(nb.cells[18]) == ""
+    (own,) = errors(nb.cells[19])
+    text = traceback_text(own)
+    assert "return model(x)" in text and "step(nn.Linear" in text and "torch/nn/modules" not in text
+    assert frames(own) == ["Cell In[N], line 4", "Cell In[N], line 2, in step(model, x)"]
+    with_torch = len(frames(errors(nb.cells[10])[0]))  # the same call from the cell: its frames, and torch's
+    assert f"[device error clinic] {with_torch - 1} frames inside torch" in text, text
+
+
+def test_frames_are_sorted_by_file():
+    import torch
+
+    from helpers import simulate
+
+    assert not clinic.is_learners(torch.__file__) and not clinic.is_learners(simulate.__file__)
+    assert not clinic.is_learners(re.__file__) and not clinic.is_learners("<frozen importlib._bootstrap>")
+    assert clinic.is_learners("/tmp/ipykernel_123/456.py") and clinic.is_learners("<ipython-input-3-abc>")
+    assert clinic.is_learners(str(course.ROOT / "notebooks" / "my_dataset.py"))
 
 
 def test_callback_passes_everything_but_known_errors(capsys):
