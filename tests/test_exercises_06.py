@@ -641,10 +641,10 @@ def test_amp_step_accepts(fn, capsys):
         (unwritten, "Not written yet"),
         (amp_cuda_hardcoded, "device_type must be the tensors' device type"),
         (amp_no_scaler, "The GradScaler was never used"),
-        (amp_plain_step, "step through the scaler"),
+        (amp_plain_step, "found a step the scaler did not take: the optimizer stepped by itself"),
         (amp_half_model, "lower precision (.half() or .to(bfloat16))"),
         (amp_no_update, "scaler.update() was not called"),
-        (amp_step_without_scale, "call scaler.scale(loss).backward() first"),
+        (amp_step_without_scale, "gradients it had not scaled: backward() ran on the loss itself"),
         (amp_returns_scaled, "not scaler.scale(loss)"),
         (amp_unscale_then_plain_step, "in a step whose gradients held inf"),
         (amp_cpu_hardcoded, "'cpu', not for 'cuda'"),
@@ -657,12 +657,41 @@ def test_amp_step_explains(fn, fragment, capsys):
     assert fragment in capsys.readouterr().out
 
 
-def test_amp_feedback_never_shows_the_solution(capsys):
-    for fn in (unwritten, amp_cuda_hardcoded, amp_no_scaler, amp_plain_step, amp_cpu_hardcoded):
-        assert not check.amp_step(fn)
-        out = capsys.readouterr().out
-        for code in ("with torch.autocast(", "scaler.scale(loss).backward()", "return loss"):
-            assert code not in out, (fn.__name__, code)
+AMP_WRONG = (
+    unwritten,
+    amp_cuda_hardcoded,
+    amp_no_scaler,
+    amp_plain_step,
+    amp_half_model,
+    amp_no_update,
+    amp_step_without_scale,
+    amp_returns_scaled,
+    amp_unscale_then_plain_step,
+    amp_cpu_hardcoded,
+    amp_zero_grad_between,
+    amp_zero_grad_between_keep,
+)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("fn", AMP_WRONG, ids=lambda f: f.__name__)
+def test_amp_feedback_never_shows_the_solution(fn, level, capsys):
+    assert not check.amp_step(fn, hint=level)
+    out = capsys.readouterr().out
+    for code in ("with torch.autocast(", "scaler.scale(loss).backward()", "scaler.step(optimizer)", "return loss"):
+        assert code not in out, (fn.__name__, code)
+
+
+@pytest.mark.parametrize(
+    "fn, where",
+    [(amp_plain_step, "found a step the scaler did not take"), (amp_unscale_then_plain_step, "held inf")],
+)
+def test_amp_hint_names_the_section_and_goes_deeper(fn, where, capsys):
+    assert not check.amp_step(fn)
+    first = capsys.readouterr().out
+    assert where in first and '"Mixed precision: torch.autocast"' in first and "hint=2" in first
+    assert not check.amp_step(fn, hint=2)
+    assert "GradScaler wraps three moments of the step" in capsys.readouterr().out
 
 
 def test_amp_pass_message_is_the_same_on_every_machine(capsys):

@@ -582,6 +582,34 @@ def test_accumulation_explains(fn, fragment, capsys):
     assert fragment in capsys.readouterr().out
 
 
+ACCUMULATION_KEY_LINES = (
+    "imgs.chunk(micro_batches)",
+    "(loss_fn(model(x), y) / micro_batches).backward()",
+    "for x, y in zip(",
+)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize(
+    "fn",
+    [unwritten, acc_no_divide, acc_zero_inside, acc_step_inside, acc_whole_batch, acc_summed_graph],
+    ids=lambda f: f.__name__,
+)
+def test_accumulation_feedback_never_shows_the_solution(fn, level, capsys):
+    assert not check.accumulation(fn, hint=level)
+    out = capsys.readouterr().out
+    for code in ACCUMULATION_KEY_LINES:
+        assert code not in out, (fn.__name__, code)
+
+
+def test_accumulation_peak_hint_says_where_and_goes_deeper(capsys):
+    assert not check.accumulation(acc_summed_graph)
+    first = capsys.readouterr().out
+    assert "peak memory" in first and '"Gradient accumulation"' in first and "hint=2" in first
+    assert not check.accumulation(acc_summed_graph, hint=2)
+    assert "measure your step the same way" in capsys.readouterr().out
+
+
 def test_checks_never_raise(capsys):
     assert not check.training_memory(42)
     assert not check.batch_finder("not a function")

@@ -388,6 +388,14 @@ AMP_HINT = (
     "Section 4, 'Mixed precision: torch.autocast', shows the forward pass under autocast for the tensors' device "
     "and a training step through a GradScaler (scale, step, update); it also says which 16-bit type each device runs."
 )
+AMP_SEE = "Mixed precision: torch.autocast"
+AMP_MORE = (
+    "A GradScaler wraps three moments of the step: it multiplies the loss by its scale before the backward pass "
+    "(so that small float16 gradients do not underflow to zero), it takes the optimizer's step itself (dividing "
+    "the gradients by the scale, and skipping the step if any of them is inf or NaN), and it adapts the scale "
+    "afterwards. Read the docstrings of torch.amp.GradScaler's scale, step and update, then check which of the "
+    "three your step leaves out or does by hand."
+)
 LOW = (torch.bfloat16, torch.float16)
 INIT_SCALE = 2.0**8
 
@@ -445,15 +453,20 @@ def _amp_check_on(fn, device):
     if error is not None:
         if "_scale is None" in str(error):
             return failed(
-                f"On {device}, scaler.step() found no scaled loss: call scaler.scale(loss).backward() first.",
-                AMP_HINT,
+                f"On {device}, the scaler's step found gradients it had not scaled: backward() ran on the loss "
+                "itself, so the scaler has no scale on record for this step.",
+                "The backward pass starts from the loss as the scaler returns it (scaled), not from the loss itself.",
+                more=AMP_MORE,
+                see=AMP_SEE,
             )
         if "No inf checks were recorded" in str(error):
             return failed(
-                f"On {device}, scaler.update() found no scaler.step(optimizer): step through the scaler. It unscales "
-                "the gradients first (optimizer.step() alone moves the weights by the scaled gradients) and skips "
-                "a step whose gradients hold inf or NaN.",
+                f"On {device}, scaler.update() found a step the scaler did not take: the optimizer stepped by itself. "
+                "Step through the scaler: it unscales the gradients first (optimizer.step() alone moves the weights "
+                "by the scaled gradients) and skips a step whose gradients hold inf or NaN.",
                 AMP_HINT,
+                more=AMP_MORE,
+                see=AMP_SEE,
             )
         return _report(error, when=f"On {device}", hint=AMP_HINT)
     disabled = [str(w.message) for w in caught if "isabl" in str(w.message)]
@@ -490,14 +503,18 @@ def _amp_check_on(fn, device):
     if ratio > 4:
         return failed(
             f"The weights moved about {ratio:.0f} times too far: the gradients were still multiplied by the "
-            f"scale ({INIT_SCALE:.0f}) when the optimizer stepped. Use scaler.step(optimizer): it unscales first.",
+            f"scale ({INIT_SCALE:.0f}) when the optimizer stepped. Step through the scaler: it unscales first.",
             AMP_HINT,
+            more=AMP_MORE,
+            see=AMP_SEE,
         )
     if ratio < 0.25 or float(torch.nn.functional.cosine_similarity(delta, ref_delta, dim=0)) < 0.9:
         return failed(
             f"The weights moved {ratio:.3f} times as far as a float32 step would: the gradients were divided by "
-            "the scale without having been multiplied by it. Call backward() on scaler.scale(loss).",
+            "the scale without having been multiplied by it: the backward pass did not start from the scaled loss.",
             AMP_HINT,
+            more=AMP_MORE,
+            see=AMP_SEE,
         )
     if scaler.get_scale() == INIT_SCALE:
         return failed(
@@ -535,15 +552,19 @@ def _inf_step_skipped(fn, device):
         return failed(
             f"On {device}, in a step whose gradients held inf (injected into the first convolution's weight "
             "gradient, as a float16 overflow makes them), your step still changed the weights: the optimizer "
-            "stepped without the scaler's check for inf/NaN. scaler.step(optimizer) skips such a step (after "
-            "scaler.unscale_(optimizer) too); optimizer.step() called by itself does not.",
+            "stepped without the scaler's check for inf/NaN. The scaler's own step skips such a step (also after "
+            "an explicit unscale_); optimizer.step() called by itself does not.",
             AMP_HINT,
+            more=AMP_MORE,
+            see=AMP_SEE,
         )
     if scaler.get_scale() >= INIT_SCALE:
         return failed(
             f"On {device}, after a step whose gradients held inf, the scale did not shrink: scaler.update() "
-            "must follow scaler.step(optimizer) in every step.",
+            "must follow the scaler's step in every step.",
             AMP_HINT,
+            more=AMP_MORE,
+            see=AMP_SEE,
         )
     return None
 

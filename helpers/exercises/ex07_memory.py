@@ -421,8 +421,15 @@ def batch_finder(fn):
 # ---------------------------------------------------------------- Exercise 3: gradient accumulation
 
 ACCUMULATE_HINT = (
-    "optimizer.zero_grad(); for x, y in zip(imgs.chunk(micro_batches), targets.chunk(micro_batches)): "
-    "(loss_fn(model(x), y) / micro_batches).backward(); then one optimizer.step() after the loop."
+    "Clear the gradients once before the micro-batches; give each micro-batch its own forward and backward pass, "
+    "with its loss weighted so that the micro-batches together count as the whole batch (backward() adds into "
+    ".grad); step the optimizer once, after the last micro-batch."
+)
+ACCUMULATE_SEE = "Gradient accumulation"
+ACCUMULATE_MORE = (
+    "The loss is a mean over its own batch. Compare, on a small example, the .grad of one backward pass on the "
+    "whole batch with the sum of the .grad of several backward passes on equal pieces of it: what factor turns "
+    "the second into the first? torch.Tensor.chunk splits a tensor into equal pieces along dimension 0."
 )
 
 
@@ -490,14 +497,28 @@ def accumulation(fn):
     if not _same(got, expected):
         for kind, hint in ACCUMULATION_MISTAKES.items():
             if _same(got, _variant(kind, micro)):
-                return failed("After your step the weights differ from one step on the whole batch.", hint)
-        return failed("After your step the weights differ from one step on the whole batch.", ACCUMULATE_HINT)
+                return failed(
+                    "After your step the weights differ from one step on the whole batch.",
+                    hint,
+                    more=ACCUMULATE_MORE,
+                    see=ACCUMULATE_SEE,
+                )
+        return failed(
+            "After your step the weights differ from one step on the whole batch.",
+            ACCUMULATE_HINT,
+            more=ACCUMULATE_MORE,
+            see=ACCUMULATE_SEE,
+        )
     if live.peak > 0.6 * whole.peak:
         return failed(
             f"The weights are right, but your step's peak memory ({live.peak / MiB:.1f} MiB) is that of the whole "
             f"batch at once ({whole.peak / MiB:.1f} MiB): the batch was not split.",
-            "Run the forward and backward pass on each micro-batch in turn (imgs.chunk(micro_batches)); only one "
-            "micro-batch's activations are alive at a time.",
+            "Only one micro-batch's activations may be alive at a time: each micro-batch's backward pass has to run "
+            "before the next micro-batch's forward pass. A single backward() on the whole batch, or on a sum of "
+            "the micro-batches' losses, keeps every activation until the end.",
+            more="The forward pass saves activations for the backward pass, which frees them as it uses them. "
+            "The section's cell measures both peaks with LiveBytes; measure your step the same way.",
+            see=ACCUMULATE_SEE,
         )
     return passed(
         f"The same weights as one step on the whole batch, with a peak of {live.peak / MiB:.1f} MiB instead of "
