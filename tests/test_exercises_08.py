@@ -396,7 +396,7 @@ def epochs_saves_once(model, dataset, rank, world_size, epochs, save):
     "fn, fragment",
     [
         (starter_epochs, "in the same order in all 3 epochs"),
-        (epochs_set_epoch_zero, "sampler.set_epoch(epoch)"),
+        (epochs_set_epoch_zero, "here it was the same in every epoch"),
         (epochs_set_epoch_at_the_end, "read epochs 1 and 2 (of 3) in the same order"),
         (epochs_saves_everywhere, "Rank 1 saved a checkpoint too"),
         (epochs_no_sampler, "read the whole dataset in every epoch"),
@@ -495,7 +495,7 @@ def load_returns_state(path):
     "fn, fragment",
     [
         (unwritten, "Not written yet"),
-        (load_no_map_location, "map_location='cpu'"),
+        (load_no_map_location, "tried to put the tensors back on cuda:0"),
         (load_keeps_prefix, "start with 'module.'"),
         (load_not_strict, "strict=False"),
         (load_returns_state, "You returned the state_dict"),
@@ -512,3 +512,70 @@ def test_lstrip_is_named_as_the_cause():
     assert "expects 'model.0.weight'" in feedback.message and "str.lstrip('module.')" in feedback.message
     assert "does not remove a prefix" in feedback.message
     assert "Error(s) in loading state_dict" not in feedback.message
+
+
+# ---------------------------------------------------------------- hints that teach without the answer
+SOLUTION_LINES = (  # lines of the worked solutions (notebooks/solutions/08_many_devices_solutions.ipynb)
+    'int(env["LOCAL_RANK"])',
+    'torch.device("cuda", local_rank)',
+    "torch.cuda.set_device(device)",
+    'return torch.device("cpu"), "gloo"',
+    "sampler.set_epoch(epoch)",
+    "if rank == 0:",
+    "DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True)",
+    'consume_prefix_in_state_dict_if_present(state, "module.")',
+    'torch.load(path, map_location="cpu"',
+    "model.load_state_dict(state)",
+)
+WRONG = [
+    (check.rank_device, fn)
+    for fn in (unwritten, device_from_rank, device_nccl_always, device_bare_cuda, device_no_set_device,
+               device_accelerator_not_made_current, device_wraps_around, device_mps)
+] + [
+    (check.train_epochs, fn)
+    for fn in (unwritten, starter_epochs, epochs_set_epoch_zero, epochs_set_epoch_at_the_end, epochs_saves_everywhere,
+               epochs_no_sampler, epochs_seed_per_rank, epochs_saves_once)
+] + [
+    (check.load_ddp_checkpoint, fn)
+    for fn in (unwritten, load_no_map_location, load_keeps_prefix, load_not_strict, load_returns_state, load_lstrip)
+]  # fmt: skip
+
+
+def _plain(text):
+    return "".join(text.split()).replace('"', "'").lower()
+
+
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("run, fn", WRONG, ids=[f"{c.__name__}-{f.__name__}" for c, f in WRONG])
+def test_feedback_names_the_fault_not_the_solution(run, fn, level, capsys):
+    feedback = run(fn, hint=level)
+    shown = [line for line in SOLUTION_LINES if _plain(line) in _plain(feedback.message)]
+    assert not feedback and not shown, feedback.message
+    if fn is not unwritten:  # what is wrong, and which section to re-read
+        assert 'Where to look: "' in feedback.message, feedback.message
+
+
+def test_the_second_level_goes_further():
+    for run, fn in [(check.rank_device, device_from_rank), (check.train_epochs, starter_epochs),
+                    (check.load_ddp_checkpoint, load_keeps_prefix)]:  # fmt: skip
+        first, second = run(fn), run(fn, hint=2)
+        assert "Stuck? check." in first.message and "More: " in second.message, second.message
+        assert len(second.message) > len(first.message)
+
+
+def test_the_solution_lines_are_the_solutions_and_the_stored_feedback_prints_none():
+    import json
+    from pathlib import Path
+
+    notebooks = Path(__file__).resolve().parents[1] / "notebooks"
+    cells = json.loads((notebooks / "solutions" / "08_many_devices_solutions.ipynb").read_text())["cells"]
+    solved = _plain("".join("".join(c["source"]) for c in cells if c["cell_type"] == "code"))
+    assert all(_plain(line) in solved for line in SOLUTION_LINES), [
+        line for line in SOLUTION_LINES if _plain(line) not in solved
+    ]
+    cells = json.loads((notebooks / "08_many_devices.ipynb").read_text())["cells"]
+    stored = "".join(
+        "".join(o.get("text", "")) for c in cells if "check." in "".join(c["source"]) for o in c.get("outputs", [])
+    )
+    assert stored.count("[TRY AGAIN]") == 3
+    assert not [line for line in SOLUTION_LINES if _plain(line) in _plain(stored)]

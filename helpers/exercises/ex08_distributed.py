@@ -36,10 +36,19 @@ from helpers.simulate import simulated_machine
 
 # ------------------------------------------------------------------ (1) the device of one rank
 
+SECTION_DDP = "2. DDP, started by torchrun"
+SECTION_SAMPLER = "The data each process reads: DistributedSampler and set_epoch"
+SECTION_CHECKPOINTS = "Logging and checkpoints: rank 0, a barrier, map_location"
+SECTION_WRAPPER = "1. Why not nn.DataParallel"
+
 DEVICE_HINT = (
-    "GPUs: device = torch.device('cuda', int(env['LOCAL_RANK'])), made current with torch.cuda.set_device(device) "
-    "(or torch.accelerator.set_device_index), backend 'nccl'; no CUDA GPU: torch.device('cpu') and 'gloo'. "
-    "Raise an error when LOCAL_RANK >= torch.cuda.device_count()."
+    "One process per GPU: LOCAL_RANK (a string in env) says which GPU of this machine is this process's; "
+    "make that GPU the current one and use NCCL. Without a CUDA GPU: the CPU and gloo."
+)
+DEVICE_MORE = (
+    "The table of torchrun's variables in section 2 shows what RANK and LOCAL_RANK count. Read up on "
+    "torch.cuda.set_device (or torch.accelerator.set_device_index) and on torch.cuda.device_count: a process "
+    "whose LOCAL_RANK has no GPU of its own should stop with an error rather than share one."
 )
 
 # (what the machine is, simulated_machine arguments, torchrun's environment, expected device or None for an error)
@@ -125,8 +134,11 @@ def rank_device(fn) -> object:
                 return failed(
                     f"On {what}, your function returned {answer!r} instead of stopping with an error: "
                     "processes 2 and 3 of this machine would share a GPU (or use one that does not exist).",
-                    "raise an error (e.g. RuntimeError) naming LOCAL_RANK and the GPU count when "
-                    "LOCAL_RANK >= torch.cuda.device_count().",
+                    "compare this process's LOCAL_RANK with the number of GPUs the machine has, and raise an error "
+                    "(e.g. RuntimeError) that names both when there is no GPU left for it.",
+                    more="Wrapping around (a modulo) or clamping the index puts two processes on one GPU: NCCL "
+                    "then fails or hangs, and each process has half the memory it expects.",
+                    see=SECTION_DDP,
                 )
             try:
                 answer = _no_exit(fn)(dict(strings))
@@ -143,30 +155,45 @@ def rank_device(fn) -> object:
                         else ""
                     ),
                     DEVICE_HINT,
+                    more=DEVICE_MORE,
+                    see=SECTION_DDP,
                 )
         if not isinstance(answer, tuple | list) or len(answer) != 2:
-            return failed(f"Return a pair (device, backend), not {answer!r}.", "return torch.device(...), 'gloo'")
+            return failed(
+                f"On {what}, your function returned {answer!r}; the exercise asks for a pair (device, backend).",
+                "Return two things: a torch.device (or its name) and the backend's name as a string.",
+                see=SECTION_DDP,
+            )
         device, backend = torch.device(answer[0]), str(answer[1]).lower()
         if expected == "cpu":
             if device.type == "mps":
-                return failed(f"On {what}, you chose {device}: torch.distributed has no backend for MPS tensors.",
-                              "On a machine without CUDA GPUs, train on the CPU with gloo.")  # fmt: skip
+                return failed(
+                    f"On {what}, you chose {device}: torch.distributed has no backend for MPS tensors.",
+                    "On a machine without CUDA GPUs, train on the CPU with gloo.",
+                    see=SECTION_DDP,
+                )
             if device != torch.device("cpu"):
-                return failed(f"On {what}, you chose {device}, which is not there.", DEVICE_HINT)
+                return failed(f"On {what}, you chose {device}, which is not there.", DEVICE_HINT, more=DEVICE_MORE,
+                              see=SECTION_DDP)  # fmt: skip
             if backend != "gloo":
                 return failed(f"On {what}, you chose the backend {backend!r}: NCCL needs CUDA GPUs.",
-                              "The CPU's backend is 'gloo'.")  # fmt: skip
+                              "The CPU's backend is 'gloo'.", see=SECTION_DDP)  # fmt: skip
             if current:
-                return failed(f"On {what}, your function made a GPU current (set_device): there is no GPU.",
-                              DEVICE_HINT)  # fmt: skip
+                return failed(
+                    f"On {what}, your function made a GPU current (set_device): there is no GPU.",
+                    "Make a GPU current only on the branch that found CUDA GPUs.",
+                    see=SECTION_DDP,
+                )
             continue
         if device.type == "cuda" and device.index is None:
             if not current or current[-1] is None:
                 return failed(
                     f"On {what}, you chose {str(device)!r} without an index and made no GPU current: every "
                     "process of the machine would use GPU 0.",
-                    "torch.device('cuda', local_rank), or make this process's GPU current: a bare 'cuda' then "
-                    "means that GPU.",
+                    "Give the device the index of this process's GPU (its LOCAL_RANK), or make that GPU current "
+                    "first: a bare 'cuda' means the current GPU, which is GPU 0 until a process sets another.",
+                    more=DEVICE_MORE,
+                    see=SECTION_DDP,
                 )
             device = torch.device("cuda", current[-1])  # where a bare "cuda" puts tensors: the current GPU
         if str(device) != expected:
@@ -175,18 +202,26 @@ def rank_device(fn) -> object:
                 f"On {what} (LOCAL_RANK={env['LOCAL_RANK']}), you chose {device}, expected {expected}."
                 + (" RANK counts processes over all machines; GPUs are numbered per machine." if uses_rank else ""),
                 "Use LOCAL_RANK for the GPU index, RANK only to decide who logs and saves.",
+                more=DEVICE_MORE,
+                see=SECTION_DDP,
             )
         if backend != "nccl":
-            return failed(f"On {what}, you chose the backend {backend!r} for GPUs.",
-                          "NCCL is the backend for CUDA GPUs (gloo would copy through the CPU).")  # fmt: skip
+            return failed(
+                f"On {what}, you chose the backend {backend!r} for GPUs.",
+                "NCCL is the backend for CUDA GPUs (gloo would copy through the CPU).",
+                see=SECTION_DDP,
+            )
         made_current = current[-1] if current and current[-1] is not None else 0  # GPU 0 unless one is set
         if made_current != device.index:
             return failed(
                 f"On {what}, your function did not make {device} the current GPU ("
                 + (f"it made GPU {current[-1]} current" if current else "GPU 0 stays current")
                 + ").",
-                "Call torch.cuda.set_device(device) (or torch.accelerator.set_device_index): NCCL and any bare "
-                "'cuda' then mean this process's GPU, not GPU 0 for every process.",
+                "Make this process's GPU the current one (torch.cuda.set_device, or "
+                "torch.accelerator.set_device_index): NCCL and any bare 'cuda' then mean this process's GPU, not "
+                "GPU 0 for every process.",
+                more=DEVICE_MORE,
+                see=SECTION_DDP,
             )
     return passed(
         "One process per GPU, picked by LOCAL_RANK and made current; gloo on the CPU; an error when there are "
@@ -249,9 +284,18 @@ def _let_gloo_finish() -> None:
 
 
 EPOCH_HINT = (
-    "sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True); "
-    "DataLoader(dataset, batch_size=4, sampler=sampler); sampler.set_epoch(epoch) at the start of each epoch; "
-    "`if rank == 0: save(model.state_dict(), epoch)`."
+    "Each rank reads its own part of the data (a DistributedSampler told this rank and the world size, given "
+    "to the DataLoader), in a new order every epoch, and one rank writes the checkpoint."
+)
+EPOCH_MORE = (
+    "DistributedSampler shuffles with seed + epoch, and its epoch is whatever set_epoch() set last: read "
+    "how the demo cell's orders differ with and without it. Only one process needs to write a file that "
+    "every process holds the same parameters for."
+)
+ORDER_MORE = (
+    "The demo in that section prints each rank's order per epoch with and without set_epoch(): the order "
+    "an epoch reads is fixed when its loop over the loader starts. Which value must the sampler know "
+    "before epoch e's loop, so that no two epochs share it?"
 )
 
 
@@ -272,7 +316,8 @@ def train_epochs(fn) -> object:
 
         with _as_rank(rank, world_size):
             _, problem = call_learner(fn, model, dataset, rank, world_size, epochs, save,
-                                      when=f"As rank {rank} of {world_size}", hint=EPOCH_HINT)  # fmt: skip
+                                      when=f"As rank {rank} of {world_size}", hint=EPOCH_HINT, more=EPOCH_MORE,
+                                      see=SECTION_SAMPLER)  # fmt: skip
         if problem is not None:
             return problem
         runs[rank] = (model, before, dataset.read, saved)
@@ -284,12 +329,16 @@ def train_epochs(fn) -> object:
                 f"Rank {rank} read the whole dataset in every epoch: without a DistributedSampler every process "
                 "does the same work, and the job is no faster than one process.",
                 EPOCH_HINT,
+                more=EPOCH_MORE,
+                see=SECTION_SAMPLER,
             )
         if len(read) != epochs * share:
             return failed(
                 f"Rank {rank} read {len(read)} samples in {epochs} epochs; its share is {share} per epoch "
                 f"({len(_Recorded())} samples, {world_size} ranks).",
                 EPOCH_HINT,
+                more=EPOCH_MORE,
+                see=SECTION_SAMPLER,
             )
     per_epoch = {r: [runs[r][2][e * share : (e + 1) * share] for e in range(epochs)] for r in runs}
     for e in range(epochs):
@@ -299,14 +348,20 @@ def train_epochs(fn) -> object:
                 f"In epoch {e + 1}, ranks 0 and 1 both read samples {sorted(a & b)[:6]}...: each rank must read "
                 "its own part of the data, or the job does the same work twice.",
                 EPOCH_HINT,
+                more=EPOCH_MORE,
+                see=SECTION_SAMPLER,
             )
     for rank in runs:
         orders = [tuple(per_epoch[rank][e]) for e in range(epochs)]
         if len(set(orders)) == 1:
             return failed(
                 f"Rank {rank} read its samples in the same order in all {epochs} epochs ({list(orders[0][:6])}...): "
-                "DistributedSampler shuffles with seed + epoch, and the epoch stays 0 unless you set it.",
-                "Call sampler.set_epoch(epoch) at the start of every epoch, on every rank.",
+                "DistributedSampler shuffles with seed + epoch, where epoch is the value set_epoch() last gave it (0 if "
+                "never called): here it was the same in every epoch.",
+                "Tell the sampler which epoch it is, at the start of every epoch and on every rank: a different "
+                "number each epoch.",
+                more=ORDER_MORE,
+                see=SECTION_SAMPLER,
             )
         repeats = [(a, b) for a in range(epochs) for b in range(a + 1, epochs) if orders[a] == orders[b]]
         if repeats:
@@ -316,24 +371,34 @@ def train_epochs(fn) -> object:
                 f"({list(orders[a][:6])}...): each epoch should bring a new order. An epoch reads the order of the "
                 "last set_epoch() before its loop; a set_epoch(epoch) after the loop, for instance, sets the next "
                 "epoch's order, and the first two epochs both shuffle with epoch 0.",
-                "Call sampler.set_epoch(epoch) at the start of every epoch, before the loop over the loader.",
+                "The sampler must know the current epoch before that epoch's loop over the loader starts.",
+                more=ORDER_MORE,
+                see=SECTION_SAMPLER,
             )
     if runs[1][3]:
         return failed(
             f"Rank 1 saved a checkpoint too ({len(runs[1][3])} time(s)): with N processes, N copies of the same "
             "file are written, to the same path at the same moment (a torn file), or N files.",
-            "Save on rank 0 only: `if rank == 0: save(...)` (the parameters are identical on every rank).",
+            "The parameters are identical on every rank, so one rank's copy is enough: let only one of them call save.",
+            more="The rank a process gets is an argument of train_epochs; rank 0 exists in every job, whatever "
+            "its size.",
+            see=SECTION_CHECKPOINTS,
         )
     model, before, _, saved = runs[0]
     if len(saved) != epochs:
-        return failed(f"Rank 0 saved {len(saved)} time(s) in {epochs} epochs.", "Save once after every epoch.")
+        return failed(f"Rank 0 saved {len(saved)} time(s) in {epochs} epochs.", "Save once after every epoch.",
+                      see=SECTION_CHECKPOINTS)  # fmt: skip
     if all(torch.equal(p, q) for p, q in zip(model.parameters(), before.parameters(), strict=True)):
         return failed(
-            "The model's parameters did not change.", "optimizer.zero_grad(); loss.backward(); optimizer.step()"
+            "As rank 0, the model's parameters did not change during training.",
+            "Every batch needs the whole step: clear the old gradients, compute new ones from the loss, then let "
+            "the optimizer update the parameters.",
         )
     last, _ = saved[-1]
     if set(last) != set(model.state_dict()) or not all(torch.equal(last[k], v) for k, v in model.state_dict().items()):
-        return failed("The last checkpoint is not the trained model's state_dict.", "save(model.state_dict(), epoch)")
+        return failed("As rank 0, the last checkpoint is not the trained model's state_dict.",
+                      "Save the model's state_dict after the epoch's training, as the exercise states.",
+                      see=SECTION_CHECKPOINTS)  # fmt: skip
     return passed(
         "Each rank read its own half of the data, in a new order every epoch, and only rank 0 saved "
         "(checked as rank 0 and rank 1 of 2)."
@@ -343,8 +408,14 @@ def train_epochs(fn) -> object:
 # ------------------------------------------------------------------ (3) a DDP checkpoint on a CPU-only machine
 
 LOAD_HINT = (
-    "state = torch.load(path, map_location='cpu'); consume_prefix_in_state_dict_if_present(state, 'module.') "
-    "(from torch.nn.modules.utils); model = Tudui(); model.load_state_dict(state); return model."
+    "Three steps: read the file onto the CPU, rename its keys to a plain Tudui's, load them into a new Tudui "
+    "and return that model."
+)
+PREFIX_MORE = (
+    "The wrapper keeps your model as .module, so each saved key is 'module.' + the plain key. Read up on "
+    "torch.nn.modules.utils (a helper that strips such a prefix in place) or build a new dict whose keys "
+    "lose exactly those 7 characters; keep load_state_dict strict, so that any key that still does not fit "
+    "is named."
 )
 
 
@@ -392,13 +463,16 @@ def load_ddp_checkpoint(fn) -> object:
         if "deserialize object on a CUDA device" in text:
             return failed(
                 "torch.load tried to put the tensors back on cuda:0, where they were saved; this machine has no GPU.",
-                "torch.load(path, map_location='cpu')",
+                "torch.load takes a map_location: tell it where this machine wants the tensors (it has a CPU only).",
+                more="map_location accepts a device, a string, a dict from saved to wanted device, or a function.",
+                see=SECTION_CHECKPOINTS,
             )
         if "module." in text and ("Unexpected key" in text or "Missing key" in text):
             return failed(
                 "The keys in the file start with 'module.' (DDP's wrapper); a plain Tudui's keys do not.",
-                "consume_prefix_in_state_dict_if_present(state, 'module.') from torch.nn.modules.utils, "
-                "or {k.removeprefix('module.'): v for k, v in state.items()}.",
+                "Remove the 'module.' prefix from every key before load_state_dict, and nothing more.",
+                more=PREFIX_MORE,
+                see=SECTION_WRAPPER,
             )
         renamed = _renamed_key(text, saved_keys)
         if renamed is not None:
@@ -412,25 +486,38 @@ def load_ddp_checkpoint(fn) -> object:
                     if lstrip
                     else ""
                 ),
-                "Remove exactly the 'module.' prefix and nothing more: str.removeprefix, slicing by its length, or "
-                "consume_prefix_in_state_dict_if_present from torch.nn.modules.utils.",
+                "Remove exactly the 'module.' prefix and nothing more (str has a method for a prefix; slicing by "
+                "its length works too).",
+                more=PREFIX_MORE,
+                see=SECTION_WRAPPER,
             )
         first = text.strip().splitlines()[0] if text.strip() else ""
-        return failed(f"On a machine without a GPU, your code raised {type(error).__name__}: {first}", LOAD_HINT)
+        return failed(f"On a machine without a GPU, your code raised {type(error).__name__}: {first}", LOAD_HINT,
+                      see=SECTION_CHECKPOINTS)  # fmt: skip
     if isinstance(model, dict):
-        return failed("You returned the state_dict; return the model with the weights loaded.", LOAD_HINT)
+        return failed(
+            "You returned the state_dict (a dict of tensors); the exercise asks for the model with those weights.",
+            "Build a plain Tudui, load the renamed state into it, and return the model.",
+            see=SECTION_WRAPPER,
+        )
     if not isinstance(model, nn.Module) or isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
-        return failed(f"Return a plain nn.Module (a Tudui), not {type(model).__name__}.", LOAD_HINT)
+        return failed(
+            f"Return a plain nn.Module (a Tudui), not {type(model).__name__}.", LOAD_HINT, see=SECTION_WRAPPER
+        )
     state = model.state_dict()
     if set(state) != set(trained.state_dict()):
-        return failed(f"Your model's keys are {sorted(state)[:2]}..., not a plain Tudui's.", LOAD_HINT)
+        return failed(f"Your model's keys are {sorted(state)[:2]}..., not a plain Tudui's.", LOAD_HINT,
+                      more=PREFIX_MORE, see=SECTION_WRAPPER)  # fmt: skip
     devices = {str(v.device) for v in state.values()}
     if devices != {"cpu"}:
-        return failed(f"Your model's tensors are on {', '.join(sorted(devices))}, not the CPU.", LOAD_HINT)
+        return failed(f"Your model's tensors are on {', '.join(sorted(devices))}, not the CPU.", LOAD_HINT,
+                      see=SECTION_CHECKPOINTS)  # fmt: skip
     if not all(torch.equal(state[k], v) for k, v in trained.state_dict().items()):
         return failed(
             "Your model does not hold the saved weights (loading with strict=False skips every key that does "
             "not match, silently).",
             "Strip the 'module.' prefix and load with the default strict=True, which names any key that does not fit.",
+            more=PREFIX_MORE,
+            see=SECTION_WRAPPER,
         )
     return passed("A plain Tudui on the CPU, with the weights DDP saved on a GPU (checked on a simulated laptop).")
