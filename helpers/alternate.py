@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from helpers.timing import synchronize
 
@@ -24,6 +24,8 @@ class Alternated:
     ratios: dict[str, float]
     warmup_seconds: dict[str, float]
     baseline: str
+    round_ratios: dict[str, list[float]] = field(default_factory=dict)
+    """Per variant, its ratio to the baseline in each repeat (the spread behind the median)."""
 
 
 def timed(run: Callable[[], object], device) -> float:
@@ -50,7 +52,6 @@ def alternated(runs: dict[str, Callable[[], object]], items: dict[str, int] | in
     for i in range(repeats):
         for name in names if i % 2 == 0 else reversed(names):
             rates[name].append(per_run[name] / timed(runs[name], device))
-    ratios = {
-        name: statistics.median(a / b for a, b in zip(rates[name], rates[baseline], strict=True)) for name in names
-    }
-    return Alternated({n: statistics.median(r) for n, r in rates.items()}, ratios, warm, baseline)
+    round_ratios = {name: [a / b for a, b in zip(rates[name], rates[baseline], strict=True)] for name in names}
+    ratios = {name: statistics.median(r) for name, r in round_ratios.items()}
+    return Alternated({n: statistics.median(r) for n, r in rates.items()}, ratios, warm, baseline, round_ratios)
