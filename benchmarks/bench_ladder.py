@@ -33,7 +33,7 @@ QUICK_SKIP = {"compile": "--quick (a first compilation takes tens of seconds on 
 def write_csv(path: Path, result, meta: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*meta, "rung", "images_per_s", "ratio", "accuracy", "note"])
+        writer = csv.DictWriter(f, fieldnames=[*meta, "rung", "images_per_s", "ratio", "accuracy", "verdict", "note"])
         writer.writeheader()
         for row in result.rows():
             writer.writerow({**meta, **row})
@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compile: first run (with compilation) took {result.first_call_seconds['compile']:.1f} s")
     best = max(result.ratios, key=result.ratios.get)
     print(f"best rung: {best}, {result.ratios[best]:.2f}x the article's loop")
+    if result.verdict(best) not in ("faster", "baseline"):
+        print(f"  ({best} is not distinguishable from the article's loop here: its rounds fall on both sides "
+              "of 1.0x, or there are fewer than 3 rounds)")  # fmt: skip
 
     path = Path(args.csv or f"runs/bench_ladder_{device.type}.csv")
     meta = {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(), "data": data.name}

@@ -225,6 +225,19 @@ class RungRun:
 
 
 ACCURACY_DROP = 0.05  # a rung this much less accurate than the one above it gets a note
+MIN_ROUNDS = 3  # fewer timed rounds than this cannot tell a rung's speed from the article loop's
+NOT_DISTINGUISHABLE = "not distinguishable"
+
+
+def speed_verdict(round_ratios: list[float], min_rounds: int = MIN_ROUNDS) -> str:
+    """``"faster"`` or ``"slower"`` than the article's loop when every round says so, else ``"not distinguishable"``.
+
+    ``round_ratios`` are one rung's ratios to the article's loop, one per timed round. A spread that
+    includes 1.0 (some rounds faster, some slower), or fewer than ``min_rounds`` rounds, cannot tell the
+    rung from the article's loop on this machine."""
+    if len(round_ratios) < min_rounds or min(round_ratios) <= 1.0 <= max(round_ratios):
+        return NOT_DISTINGUISHABLE
+    return "faster" if min(round_ratios) > 1.0 else "slower"
 
 
 @dataclass
@@ -238,11 +251,26 @@ class LadderResult:
     skipped: dict[str, str]
     device: torch.device
     repeats: int = 5
+    round_ratios: dict[str, list[float]] = field(default_factory=dict)
+    """Per rung, its ratio to the article's loop in each timed round (empty: only the medians are known)."""
 
     @property
     def too_short(self) -> bool:
         """Fewer than 3 timed rounds: differences between rungs are noise (quick mode)."""
-        return self.repeats < 3
+        return self.repeats < MIN_ROUNDS
+
+    def spread(self, name: str) -> tuple[float, float]:
+        """The lowest and highest of a rung's round ratios (the median twice when the rounds are unknown)."""
+        rounds = self.round_ratios.get(name) or [self.ratios[name]]
+        return min(rounds), max(rounds)
+
+    def verdict(self, name: str) -> str:
+        """``baseline`` for the article's loop; else :func:`speed_verdict` of the rung's rounds."""
+        if name == self.rungs[0].name:
+            return "baseline"
+        if self.too_short:
+            return NOT_DISTINGUISHABLE
+        return speed_verdict(self.round_ratios.get(name) or [self.ratios[name]] * self.repeats)
 
     def rows(self) -> list[dict]:
         """One dict per rung measured: name, images/s, ratio to the article's loop, accuracy, a note."""
@@ -251,22 +279,25 @@ class LadderResult:
             name = rung.name
             if name in self.skipped:
                 rows.append({"rung": name, "images_per_s": None, "ratio": None, "accuracy": None,
-                             "note": f"skipped: {self.skipped[name]}"})  # fmt: skip
+                             "verdict": "skipped", "note": f"skipped: {self.skipped[name]}"})  # fmt: skip
                 continue
-            note = ""
-            if previous is not None and self.ratios[name] < self.ratios[previous]:
-                if self.too_short:
-                    per_run = self.steps // (1 + self.repeats)
-                    note = f"slower here, but {self.repeats} round(s) of {per_run} steps are too few to tell"
-                else:
-                    note = f"did not pay here: {why_not(name, self.device)}"
+            note, verdict = "", self.verdict(name)
+            if verdict == NOT_DISTINGUISHABLE and self.too_short:
+                per_run = self.steps // (1 + self.repeats)
+                note = f"not distinguishable here: {self.repeats} round(s) of {per_run} steps are too few to tell"
+            elif verdict == NOT_DISTINGUISHABLE:
+                low, high = self.spread(name)
+                note = f"not distinguishable here: the rounds gave {low:.2f}x to {high:.2f}x, on both sides of 1"
+            if previous is not None and not self.too_short and self.ratios[name] < self.ratios[previous]:
+                paid = f"did not pay here: {why_not(name, self.device)}"
+                note = f"{note}; {paid}" if note else paid
             if previous is not None and not self.too_short:
                 now, before = self.accuracy[name], self.accuracy[previous]
                 if now < before - ACCURACY_DROP:
                     lower = f"lower accuracy after the same steps ({now:.1%}, the rung above {before:.1%})"
                     note = f"{note}; {lower}" if note else lower
             rows.append({"rung": name, "images_per_s": self.rates[name], "ratio": self.ratios[name],
-                         "accuracy": self.accuracy[name], "note": note})  # fmt: skip
+                         "accuracy": self.accuracy[name], "verdict": verdict, "note": note})  # fmt: skip
             previous = name
         return rows
 
@@ -301,4 +332,4 @@ def run_ladder(data: CourseData, device: torch.device, steps: int, repeats: int,
                         {n: rr.images_per_run for n, rr in runs.items()}, device, repeats)  # fmt: skip
     accuracy = {n: rr.accuracy(test_images, test_labels) for n, rr in runs.items()}
     return LadderResult(rungs, result.rates, result.ratios, accuracy, steps * (1 + repeats),
-                        result.warmup_seconds, skip, device, repeats)  # fmt: skip
+                        result.warmup_seconds, skip, device, repeats, result.round_ratios)  # fmt: skip

@@ -24,23 +24,34 @@ def plot_bandwidth(sizes_bytes: list[int], rates: dict[str, list[float]], title:
     return fig
 
 
-SPEED_COLOURS = {"faster": "tab:blue", "slower": "tab:gray"}
+SPEED_COLOURS = {
+    "baseline": "black",
+    "faster": "tab:blue",
+    "slower": "tab:orange",
+    "not distinguishable": "tab:gray",
+}
+SPEED_LABELS = {
+    "baseline": "the article's loop (1.00x by definition)",
+    "faster": "faster than the article's loop in every round",
+    "slower": "slower than the article's loop in every round",
+    "not distinguishable": "grey: not distinguishable here (rounds on both sides of 1.0x, or too few rounds)",
+}
 
 
 def ladder_bars(result) -> list[dict]:
-    """The measured rungs, each with ``slower`` (fewer images/s than the rung above it) and ``less_accurate`` (the
-    ladder's note for an accuracy drop after the same steps, only in runs long enough to tell) kept apart."""
+    """The measured rungs, each with its ``verdict`` against the article's loop (``baseline``, ``faster``,
+    ``slower``, ``not distinguishable``) and ``less_accurate`` (the ladder's note for an accuracy drop after the
+    same steps, only in runs long enough to tell) kept apart."""
     from helpers.speed import ACCURACY_DROP
 
     bars, previous = [], None
     for row in result.rows():
         if row["ratio"] is None:
             continue
-        slower = previous is not None and row["ratio"] < previous["ratio"]
         less_accurate = (
             previous is not None and not result.too_short and row["accuracy"] < previous["accuracy"] - ACCURACY_DROP
         )
-        bars.append({**row, "slower": slower, "less_accurate": less_accurate})
+        bars.append({**row, "less_accurate": less_accurate})
         previous = row
     return bars
 
@@ -48,35 +59,33 @@ def ladder_bars(result) -> list[dict]:
 def plot_ladder(result):
     """One bar per rung: speed as a multiple of the article's loop, the accuracy written beside it.
 
-    The colour says only how fast a rung was against the rung above it (grey: slower); a hatched bar is a rung
-    whose accuracy after the same steps dropped by more than the ladder's threshold."""
+    The colour says how the rung compares with the article's loop over the timed rounds: faster or slower in
+    every round, or grey when the rounds fall on both sides of 1.0 (or are too few to tell); a hatched bar is a
+    rung whose accuracy after the same steps dropped by more than the ladder's threshold."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     bars = ladder_bars(result)
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 4.8))
     names = [b["rung"] for b in bars][::-1]
-    drawn = ax.barh(
-        names,
-        [b["ratio"] for b in bars][::-1],
-        color=[SPEED_COLOURS["slower" if b["slower"] else "faster"] for b in bars][::-1],
-    )
+    drawn = ax.barh(names, [b["ratio"] for b in bars][::-1], color=[SPEED_COLOURS[b["verdict"]] for b in bars][::-1])
     for patch, bar in zip(drawn, bars[::-1], strict=True):
         if bar["less_accurate"]:
             patch.set_hatch("//")
             patch.set_edgecolor("black")
-    labels = [f"{b['ratio']:.2f}x, acc {b['accuracy']:.0%}" for b in bars][::-1]
+    labels = [
+        f"{b['ratio']:.2f}x{' (?)' if b['verdict'] == 'not distinguishable' else ''}, acc {b['accuracy']:.0%}"
+        for b in bars
+    ][::-1]
     ax.bar_label(drawn, labels=labels, fontsize=8, padding=3)
     ax.axvline(1.0, color="black", linewidth=0.8)
-    legend = [
-        Patch(color=SPEED_COLOURS["faster"], label="faster than the rung above (or the first rung)"),
-        Patch(color=SPEED_COLOURS["slower"], label="slower than the rung above"),
-    ]
+    shown = list(dict.fromkeys(b["verdict"] for b in bars))
+    legend = [Patch(color=SPEED_COLOURS[v], label=SPEED_LABELS[v]) for v in SPEED_COLOURS if v in shown]
     if any(b["less_accurate"] for b in bars):
         legend.append(
             Patch(facecolor="white", edgecolor="black", hatch="//", label="lower accuracy than the rung above")
         )
-    ax.legend(handles=legend, fontsize=7, loc="lower right")
+    ax.legend(handles=legend, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     ax.set_xlabel("images/s as a multiple of the article's loop")
     ax.set_title(f"Speed ladder on {result.device} (accuracy after {result.steps} steps each)")
     ax.set_xlim(0, max(b["ratio"] for b in bars) * 1.45)

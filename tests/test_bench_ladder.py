@@ -21,6 +21,9 @@ def test_bench_ladder_quick(monkeypatch, tmp_path, capsys):
     assert [r["rung"] for r in rows][0] == "article loop" and len(rows) == 7
     assert float(rows[0]["ratio"]) == 1.0
     assert rows[-1]["note"].startswith("skipped")
+    # one round of quick mode cannot tell any rung from the article's loop: the table and the CSV say so
+    assert [r["verdict"] for r in rows] == ["baseline"] + ["not distinguishable"] * 5 + ["skipped"]
+    assert all(r["note"].startswith("not distinguishable here") for r in rows[1:-1])
     best = max(rows, key=lambda r: float(r["ratio"]) if r["ratio"] else 0.0)
     reported = gpu_check.parse_ladder(out)["best ladder rung / article loop"]  # what the GPU check reads
     assert reported.endswith(f"({best['rung']})")

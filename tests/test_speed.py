@@ -4,7 +4,16 @@ import torch
 
 from helpers.alternate import alternated
 from helpers.data import synthetic
-from helpers.speed import LadderResult, RungRun, amp_dtype, grad_scaler_works, ladder, needs_grad_scaler, why_not
+from helpers.speed import (
+    LadderResult,
+    RungRun,
+    amp_dtype,
+    grad_scaler_works,
+    ladder,
+    needs_grad_scaler,
+    speed_verdict,
+    why_not,
+)
 from helpers.sync_recorder import record_syncs
 
 
@@ -67,47 +76,87 @@ def test_the_article_rung_waits_for_each_copy_and_the_next_rung_does_not(monkeyp
     assert copies == {"article loop": 2, "no hidden syncs": 0}  # imgs and targets of the first step, or none
 
 
-def test_notes_say_why_only_when_the_run_can_tell():
-    rungs = ladder()[:3]
+def test_speed_verdict_from_made_up_rounds():
+    assert speed_verdict([1.3, 1.1, 1.2]) == "faster"
+    assert speed_verdict([0.7, 0.9, 0.8]) == "slower"
+    assert speed_verdict([0.9, 1.4, 1.2]) == "not distinguishable"  # the median says faster, one round says slower
+    assert speed_verdict([1.0, 1.2, 1.3]) == "not distinguishable"  # a round that ties
+    assert speed_verdict([2.0]) == "not distinguishable"  # one round (quick mode) cannot tell
+    assert speed_verdict([2.0, 2.1]) == "not distinguishable"
+    assert speed_verdict([2.0, 2.1], min_rounds=2) == "faster"
+
+
+def _result(ratios, rounds=None, accuracy=(0.5, 0.5, 0.5), repeats=5):
+    rungs = ladder()[: len(ratios)]
     names = [r.name for r in rungs]
-    ratios = dict(zip(names, (1.0, 0.8, 1.2), strict=True))
+    return LadderResult(rungs, dict.fromkeys(names, 100.0), dict(zip(names, ratios, strict=True)),
+                        dict(zip(names, accuracy, strict=True)), 2 * (1 + repeats), {}, {}, torch.device("cpu"),
+                        repeats, dict(zip(names, rounds, strict=True)) if rounds else {})  # fmt: skip
 
+
+def test_notes_say_why_only_when_the_run_can_tell():
     def notes(repeats, accuracy=(0.5, 0.5, 0.5)):
-        accuracy = dict(zip(names, accuracy, strict=True))
-        result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, accuracy, 2 * (1 + repeats),
-                              {}, {}, torch.device("cpu"), repeats)  # fmt: skip
-        return [r["note"] for r in result.rows()]
+        return [r["note"] for r in _result((1.0, 0.8, 1.2), accuracy=accuracy, repeats=repeats).rows()]
 
-    assert notes(1) == ["", "slower here, but 1 round(s) of 2 steps are too few to tell", ""]
+    quick = "not distinguishable here: 1 round(s) of 2 steps are too few to tell"
+    assert notes(1) == ["", quick, quick]
     assert notes(5)[1] == f"did not pay here: {why_not('no hidden syncs', 'cpu')}"
     assert "wait for nothing" in notes(5)[1]
     drop = notes(5, accuracy=(0.9, 0.9, 0.7))[2]  # faster than the rung above, but it learns less
     assert drop == "lower accuracy after the same steps (70.0%, the rung above 90.0%)"
-    assert notes(1, accuracy=(0.9, 0.9, 0.7))[2] == ""  # quick runs: accuracy after 4 steps says nothing
+    assert notes(1, accuracy=(0.9, 0.9, 0.7))[2] == quick  # quick runs: accuracy after 4 steps says nothing
     assert "bfloat16" in why_not("mixed precision", "cpu") and why_not("mixed precision", "cuda")
 
 
-def test_ladder_plot_keeps_slower_and_less_accurate_apart():
+def test_a_rung_whose_rounds_straddle_1_is_not_distinguishable():
+    rounds = ([1.0] * 5, [0.9, 1.1, 1.3, 1.2, 1.25], [1.5, 1.6, 1.4, 1.7, 1.5])
+    rows = _result((1.0, 1.2, 1.5), rounds).rows()
+    assert [r["verdict"] for r in rows] == ["baseline", "not distinguishable", "faster"]
+    assert rows[1]["note"] == "not distinguishable here: the rounds gave 0.90x to 1.30x, on both sides of 1"
+    assert rows[2]["note"] == ""
+    rounds = ([1.0] * 5, [0.7, 0.8, 0.75, 0.9, 0.8], [0.6, 1.05, 0.7, 0.8, 0.7])
+    rows = _result((1.0, 0.8, 0.7), rounds).rows()
+    assert [r["verdict"] for r in rows] == ["baseline", "slower", "not distinguishable"]
+    assert rows[2]["note"].startswith("not distinguishable here: the rounds gave 0.60x to 1.05x")
+    assert "did not pay here" in rows[2]["note"]  # and it was slower than the rung above
+
+
+def test_ladder_plot_colours_by_the_article_loop_and_hatches_accuracy_drops():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.speed_plots import SPEED_COLOURS, ladder_bars, plot_ladder
+    from helpers.speed_plots import SPEED_COLOURS, SPEED_LABELS, ladder_bars, plot_ladder
 
-    rungs = ladder()[:3]
-    names = [r.name for r in rungs]
-    ratios, accuracy = dict(zip(names, (1.0, 0.8, 1.2), strict=True)), dict(zip(names, (0.9, 0.9, 0.7), strict=True))
-    result = LadderResult(rungs, dict.fromkeys(names, 100.0), ratios, accuracy, 24, {}, {}, torch.device("cpu"), 5)
+    rounds = ([1.0] * 5, [0.7, 0.8, 0.75, 0.9, 0.8], [0.9, 1.1, 1.3, 1.2, 1.25], [1.5, 1.6, 1.4, 1.7, 1.5])
+    result = _result((1.0, 0.8, 1.2, 1.5), rounds, accuracy=(0.9, 0.9, 0.9, 0.7))
     bars = ladder_bars(result)
-    assert [(b["slower"], b["less_accurate"]) for b in bars] == [(False, False), (True, False), (False, True)]
+    assert [(b["verdict"], b["less_accurate"]) for b in bars] == [
+        ("baseline", False), ("slower", False), ("not distinguishable", False), ("faster", True)
+    ]  # fmt: skip
     fig = plot_ladder(result)
-    patches = fig.axes[0].patches[:3][::-1]  # drawn bottom-up
+    patches = fig.axes[0].patches[:4][::-1]  # drawn bottom-up
     assert [matplotlib.colors.to_hex(p.get_facecolor()) for p in patches] == [
-        matplotlib.colors.to_hex(SPEED_COLOURS[k]) for k in ("faster", "slower", "faster")
+        matplotlib.colors.to_hex(SPEED_COLOURS[b["verdict"]]) for b in bars
     ]
-    assert [p.get_hatch() for p in patches] == [None, None, "//"]  # the accuracy drop is hatched, not grey
+    assert matplotlib.colors.to_hex(patches[2].get_facecolor()) == matplotlib.colors.to_hex("tab:gray")
+    assert [p.get_hatch() for p in patches] == [None, None, None, "//"]  # the accuracy drop is hatched, not grey
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels == ["faster than the rung above (or the first rung)", "slower than the rung above",
-                      "lower accuracy than the rung above"]  # fmt: skip
+    assert labels == [SPEED_LABELS[v] for v in ("baseline", "faster", "slower", "not distinguishable")] + [
+        "lower accuracy than the rung above"
+    ]
+    assert "grey" in labels[3] and "both sides of 1.0x" in labels[3]  # the legend says why a bar is grey
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "1.20x (?), acc 90%" in texts
+
+
+def test_quick_ladder_draws_every_rung_grey():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.speed_plots import ladder_bars
+
+    bars = ladder_bars(_result((1.0, 0.5, 3.0), repeats=1))
+    assert [b["verdict"] for b in bars] == ["baseline", "not distinguishable", "not distinguishable"]
 
 
 def test_rungs_train_and_sync_as_described(monkeypatch):
