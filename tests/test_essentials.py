@@ -20,8 +20,15 @@ REQUIRED_DEEPER = {
     "03_device_objects": ["watching the operations", "the function mode", "where `meta` stays silent"],
     "04_models_vs_tensors": ["a switch that makes every move", "buffers that checkpoints leave out"],
     "05_train_tudui": ["what a tensor total keeps alive"],
+    "06_speed": ["TF32 and `cudnn.benchmark`"],
+    "07_memory": ["fragmentation", "activation checkpointing", "loading big checkpoints"],
     "08_many_devices": ["more than one machine", "FSDP"],
-    "09_error_clinic": ["what the stand-in misses", "the less common errors", "the same explanation in a terminal"],
+    "09_error_clinic": [
+        "what the stand-in misses",
+        "a parameter that takes no part in the loss",
+        "a GPU the wheel was not built for",
+        "the same explanation in a terminal",
+    ],
 }
 LESSONS = course.lessons()
 LESSON_IDS = [p.stem for p in LESSONS]
