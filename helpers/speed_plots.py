@@ -5,14 +5,17 @@ from __future__ import annotations
 PCIE_X16_GB_S = {"PCIe 3.0 x16": 16, "PCIe 4.0 x16": 32, "PCIe 5.0 x16": 64}
 
 
-def plot_bandwidth(sizes_bytes: list[int], rates: dict[str, list[float]], title: str):
-    """GB/s against copy size (log-log) for each series in ``rates``, with the PCIe x16 limits as lines."""
+def plot_bandwidth(sizes_bytes: list[int], rates: dict[str, list[float]], title: str, pcie_lines: bool = True):
+    """GB/s against copy size (log-log) for each series in ``rates``, with the PCIe x16 limits as lines.
+
+    ``pcie_lines=False`` leaves the limits out: a copy that crosses no bus (a CPU copying its own memory) is not
+    to be read against them."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     for label, values in rates.items():
         ax.plot(sizes_bytes, values, "o-", label=label)
-    for i, (name, limit) in enumerate(PCIE_X16_GB_S.items()):
+    for i, (name, limit) in enumerate(PCIE_X16_GB_S.items() if pcie_lines else []):
         ax.axhline(limit, color="gray", linestyle=[":", "--", "-."][i], linewidth=1, label=f"{name} ~{limit} GB/s")
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -244,3 +244,16 @@ def test_child_stderr_is_captured():
     with capture_child_stderr() as err:
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n')"], check=True)
     assert err.last_line() == "boom"
+
+
+def test_a_cpu_copy_is_not_drawn_against_pcie_lines():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.speed_plots import PCIE_X16_GB_S, plot_bandwidth
+
+    sizes, rates = [4096, 32768], {"this CPU copying host memory (not a transfer)": [0.5, 0.4]}
+    cpu = plot_bandwidth(sizes, rates, "host memory", pcie_lines=False)
+    assert [t.get_text() for t in cpu.axes[0].get_legend().get_texts()] == list(rates)
+    gpu = plot_bandwidth(sizes, {"pinned -> GPU": [1.0, 20.0]}, "host to GPU")
+    assert len(gpu.axes[0].get_legend().get_texts()) == 1 + len(PCIE_X16_GB_S)
