@@ -356,8 +356,8 @@ def train_epochs(fn) -> object:
         if len(set(orders)) == 1:
             return failed(
                 f"Rank {rank} read its samples in the same order in all {epochs} epochs ({list(orders[0][:6])}...): "
-                "DistributedSampler shuffles with seed + epoch, where epoch is the value set_epoch() last gave it (0 if "
-                "never called): here it was the same in every epoch.",
+                "DistributedSampler shuffles with seed + epoch, where epoch is the value set_epoch() last gave it "
+                "(0 if never called): here it was the same in every epoch.",
                 "Tell the sampler which epoch it is, at the start of every epoch and on every rank: a different "
                 "number each epoch.",
                 more=ORDER_MORE,
