@@ -369,7 +369,7 @@ def train_epochs(fn) -> object:
             return failed(
                 f"Rank {rank} read epochs {a + 1} and {b + 1} (of {epochs}) in the same order "
                 f"({list(orders[a][:6])}...): each epoch should bring a new order. An epoch reads the order of the "
-                "last set_epoch() before its loop; a set_epoch(epoch) after the loop, for instance, sets the next "
+                "last set_epoch() before its loop; a set_epoch() call after the loop, for instance, sets the next "
                 "epoch's order, and the first two epochs both shuffle with epoch 0.",
                 "The sampler must know the current epoch before that epoch's loop over the loader starts.",
                 more=ORDER_MORE,
