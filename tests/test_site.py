@@ -255,10 +255,10 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, built, server):
 def test_search_finds(browser, built, server, query, page):
     tab = Tab(browser, server, DESKTOP)
     tab.open(f"search.html?q={query}")
-    tab.page.wait_for_function(
-        "() => document.querySelectorAll('#search-results li').length > 0 || "
-        "/did not match|no results/i.test(document.querySelector('#search-results')?.innerText || '')",
-        timeout=30_000,
+    tab.page.wait_for_function(  # Sphinx lists results one by one: wait for its closing summary
+        "() => /search finished|did not match/i.test("
+        "document.querySelector('#search-results .search-summary')?.innerText || '')",
+        timeout=60_000,
     )
     found = tab.js("() => [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
     tab.page.close()
