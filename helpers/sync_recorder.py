@@ -151,13 +151,20 @@ def _counting(log: SyncLog, original, label: str, when=None):
             log.events.append(label)
         elif when is not None:  # e.g. .to(device): not a fetch, but the operators it runs are seen as usual
             return original(self, *args, **kwargs)
-        _state.depth = getattr(_state, "depth", 0) + 1
-        try:
+        with _nested():
             return original(self, *args, **kwargs)
-        finally:
-            _state.depth -= 1
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _nested() -> Iterator[None]:
+    """Calls made inside a recorded call (its own operators) are not recorded again."""
+    _state.depth = getattr(_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
 
 
 def _to_cpu(tensor, *args, **kwargs) -> bool:
@@ -178,11 +185,8 @@ def _building(log: SyncLog, original):
         if not _inside() and device is not None and torch.device(device).type != "cpu":
             if not (isinstance(data, torch.Tensor) and data.device == torch.device(device)):
                 log.events.append(NEW_ON_DEVICE)
-        _state.depth = getattr(_state, "depth", 0) + 1
-        try:
+        with _nested():
             return original(data, *args, **kwargs)
-        finally:
-            _state.depth -= 1
 
     return wrapper
 
