@@ -102,7 +102,7 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
         return failed(f"The check {check.__name__} gave no verdict.")  # a bug in the check itself
 
     run.is_exercise_check = True  # type: ignore[attr-defined]  # lets tests find every check
-    return run
+    return _recording_verdicts(check, run)
 
 
 def _how_to_ask(check, args) -> str:
@@ -217,3 +217,34 @@ class MetaFetchesLikeAGpu(TorchFunctionMode):
             if isinstance(source, torch.Tensor) and source.is_meta:
                 return func(this, _zeros_on_cpu(source).detach(), *args[2:], **kwargs)
         return func(*args, **kwargs)
+
+
+VERDICTS_ENV = "COURSE_VERDICTS"
+"""A file path: when set, each check's verdict is also appended to it as a JSON line (``python -m helpers.grade``)."""
+
+
+def _recording_verdicts(check: Callable[..., Feedback], run: Callable[..., Feedback]) -> Callable[..., Feedback]:
+    """``run``, which also appends its verdict to the file ``COURSE_VERDICTS`` names, if set.
+
+    One line per call: ``{"check": "helpers.exercises.ex01_cuda.move_to", "passed": true, "message": "..."}``.
+    Without the variable nothing is written; a file that cannot be written never costs the learner the verdict.
+    """
+
+    @functools.wraps(run)
+    def recorded(*args, **kwargs) -> Feedback:
+        feedback = run(*args, **kwargs)
+        import json
+        import os
+
+        path = os.environ.get(VERDICTS_ENV)
+        if path:
+            name = f"{check.__module__}.{check.__name__}"
+            line = {"check": name, "passed": bool(feedback), "message": str(feedback.message)}
+            try:
+                with open(path, "a", encoding="utf-8") as file:
+                    file.write(json.dumps(line) + "\n")
+            except OSError:
+                pass
+        return feedback
+
+    return recorded
