@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.i18n import set_language
+
 COLAB_GPU_HINT = (
     "No GPU is attached to this Colab runtime, so the notebook runs on the CPU (every cell still works).\n"
     "To use a GPU: Runtime > Change runtime type > Hardware accelerator: a GPU such as T4 > Save,\n"
@@ -55,11 +57,15 @@ def nvidia_gpu_names() -> list[str]:
     return _names_from_smi() or _names_from_proc(PROC_GPUS)
 
 
-def setup() -> None:
+def setup(lang: str | None = None) -> None:
     """In Colab, say which GPU is attached or how to attach one; locally, do nothing visible.
 
+    ``lang`` (``"zh-CN"`` in the Chinese notebooks) is the language the course's messages speak from now on
+    (``COURSE_LANG``: the checks, hints, the doctor, the clinic); by default they follow the system's locale.
     CUDA stays unstarted, so ``CUDA_VISIBLE_DEVICES`` set in a later cell still takes effect.
     """
+    if lang is not None:
+        set_language(lang)
     if not in_colab():
         return
     names = nvidia_gpu_names()
