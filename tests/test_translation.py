@@ -200,3 +200,24 @@ def test_a_chinese_notebook_runs_and_speaks_chinese(english, tmp_path):
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     verdict = "[通过]" if "solutions" in english.parts else "[再试一次]"
     assert verdict in printed and "[PASS]" not in printed and "[TRY AGAIN]" not in printed
+
+
+def test_chinese_readme_is_linked_first_and_its_links_and_minutes_hold():
+    readme = (course.ROOT / "README.md").read_text(encoding="utf-8")
+    assert "[中文](README.zh-CN.md)" in "\n".join(readme.splitlines()[:3])
+    text = (course.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    for target in LINK.findall(text):
+        if target.startswith("https://colab.research.google.com/"):
+            rel = target.split(f"/blob/{course.branch()}/", 1)[1]
+            assert rel.startswith("notebooks/zh-CN/") and (course.ROOT / rel).exists(), target
+        elif not target.startswith(("http://", "https://", "#")):
+            assert (course.ROOT / target).exists(), target
+    rows = re.findall(r"^\| (\d\d) \| .+ \| (\d+) \| (\d+) \| \[打开\]\(([^)]+)\) \|$", text, re.MULTILINE)
+    assert [r[0] for r in rows] == [p.name[:2] for p in course.lessons()]
+    for (number, essentials, whole, url), english in zip(rows, course.lessons(), strict=True):
+        title = nbformat.read(translate.zh_path(english), as_version=4).cells[0].source
+        found = re.search(r"核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟", title) or re.search(
+            r"essentials about (\d+) min, whole notebook about (\d+) min", title
+        )
+        assert found and found.groups() == (essentials, whole), number
+        assert url == course.colab_url(translate.zh_path(english))
