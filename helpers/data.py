@@ -7,11 +7,30 @@ says so: results on it are never CIFAR-10 results, and :attr:`CourseData.name` t
 
 Both kinds behave alike: ``.data`` holds uint8 images (N, 32, 32, 3), ``.targets`` a list of labels,
 and indexing applies the per-image ``transform`` (``ToTensor`` by default), as torchvision's CIFAR10 does.
+
+A room without internet: on a machine that has CIFAR-10 (``python -m helpers.data download`` fetches it
+into ``data/``), one command packs it into one file to copy to every machine::
+
+    python -m helpers.data pack cifar10-pack.tar.gz          # from data/ (--from FOLDER: another one)
+
+Then ``COURSE_DATA=/path/to/cifar10-pack.tar.gz`` makes the course use it: ``load_cifar10()`` unpacks it
+into its ``data/`` folder once (kept while intact) and loads it with ``download=False``, so nothing is
+downloaded. ``COURSE_DATA`` may also name a folder that holds ``cifar-10-batches-py`` (used in place, a
+read-only share will do) or torchvision's own ``cifar-10-python.tar.gz``, which is the same format as the
+pack. A path that does not hold CIFAR-10 raises :class:`CourseDataError` saying what to do; the files are
+checked against torchvision's checksums, as a download is. Quick mode uses the synthetic data whatever
+``COURSE_DATA`` says; without ``COURSE_DATA`` nothing changes (download, else the synthetic fallback).
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import os
 import shutil
+import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,6 +200,139 @@ def _real_cifar10(root: Path, transform) -> CourseData:
     )
 
 
+DATA_ENV = "COURSE_DATA"
+"""A CIFAR-10 pack (``python -m helpers.data pack``) or a folder with ``cifar-10-batches-py``: used, not downloaded."""
+PACK_NAME = "cifar10-pack.tar.gz"
+MAKE_A_PACK = (
+    f"on a machine with CIFAR-10, `python -m helpers.data pack {PACK_NAME}` makes the pack "
+    "(`python -m helpers.data download` first, where there is internet)"
+)
+
+
+class CourseDataError(RuntimeError):
+    """``COURSE_DATA`` names something that is not a usable CIFAR-10: the message says what to do."""
+
+
+def _cifar10_class():
+    import torchvision
+
+    return torchvision.datasets.CIFAR10
+
+
+def _cifar10_files() -> list[tuple[str, str]]:
+    """(file name, md5) of every file torchvision's CIFAR10 reads from ``cifar-10-batches-py``."""
+    cls = _cifar10_class()
+    return [(name, md5) for name, md5 in [*cls.train_list, *cls.test_list]] + [(cls.meta["filename"], cls.meta["md5"])]
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _intact(folder: Path) -> bool:
+    """``folder`` (a ``cifar-10-batches-py``) holds every file torchvision reads, each with its checksum."""
+    return all((folder / name).is_file() and _md5(folder / name) == md5 for name, md5 in _cifar10_files())
+
+
+def _pack_in(folder: Path) -> Path | None:
+    for name in (PACK_NAME, _cifar10_class().filename):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def course_data_root(root: str | Path = "data") -> Path | None:
+    """The folder to give torchvision's CIFAR10 (``download=False``) when ``COURSE_DATA`` is set, else None.
+
+    A pack (a file) is unpacked into ``root`` first, unless an intact copy is already there.
+    """
+    value = os.environ.get(DATA_ENV, "").strip()
+    if not value:
+        return None
+    given = Path(value).expanduser()
+    where = f"{DATA_ENV}={value}"
+    if not given.exists():
+        raise CourseDataError(
+            f"{where}: no such file or folder. Copy the CIFAR-10 pack there ({MAKE_A_PACK}), "
+            f"or unset {DATA_ENV} to download CIFAR-10 (offline: the synthetic fallback)."
+        )
+    base = _cifar10_class().base_folder
+    if given.is_dir():
+        if (given / base).is_dir():
+            return given
+        if given.name == base:
+            return given.parent
+        pack = _pack_in(given)
+        if pack is None:
+            raise CourseDataError(
+                f"{where}: this folder holds no CIFAR-10 (no {base} folder, no {PACK_NAME} or "
+                f"{_cifar10_class().filename}). Point {DATA_ENV} at the pack file, or at the folder that holds {base}; "
+                f"{MAKE_A_PACK}."
+            )
+        given = pack
+    return _unpack(given, Path(root), where)
+
+
+def _unpack(pack: Path, root: Path, where: str) -> Path:
+    """Unpack a pack's ``cifar-10-batches-py`` into ``root`` (kept there while intact); returns ``root``."""
+    base = _cifar10_class().base_folder
+    if (root / base).is_dir() and _intact(root / base):
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    wanted = {name for name, _ in _cifar10_files()}
+    staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=root))
+    try:
+        try:
+            with tarfile.open(pack, "r:*") as tar:
+                for member in tar:
+                    folder, _, name = member.name.lstrip("./").rpartition("/")
+                    if member.isfile() and folder == base and name in wanted:
+                        source = tar.extractfile(member)
+                        (staging / name).write_bytes(source.read() if source else b"")
+        except (tarfile.TarError, EOFError, OSError) as err:
+            raise CourseDataError(
+                f"{where}: not a CIFAR-10 pack ({type(err).__name__}: {err}). Copy the pack again, or point "
+                f"{DATA_ENV} at the folder that holds {base}; {MAKE_A_PACK}."
+            ) from None
+        missing = sorted(wanted - {p.name for p in staging.iterdir()})
+        if missing:
+            raise CourseDataError(
+                f"{where}: this archive has no {base}/{missing[0]}, so it is not a complete CIFAR-10 pack. "
+                f"Copy the pack again; {MAKE_A_PACK}."
+            )
+        target = root / base
+        if target.is_dir() and _intact(target):  # another notebook unpacked it meanwhile
+            return root
+        shutil.rmtree(target, ignore_errors=True)  # a damaged or half-written copy
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+def _cifar10_from(root: Path, transform, where: str) -> CourseData:
+    """torchvision's CIFAR10 from ``root`` without downloading; a damaged copy is a CourseDataError."""
+    cls = _cifar10_class()
+    try:
+        train = cls(root=str(root), train=True, transform=transform, download=False)
+        test = cls(root=str(root), train=False, transform=transform, download=False)
+    except RuntimeError as err:  # "Dataset not found or corrupted", "Dataset metadata file not found or corrupted"
+        raise CourseDataError(
+            f"{where}: the CIFAR-10 files in {root / cls.base_folder} fail torchvision's checks ({err}): an "
+            f"incomplete or damaged copy. Copy the pack again; {MAKE_A_PACK}."
+        ) from None
+    return CourseData(
+        train=train,
+        test=test,
+        name=CIFAR10_NAME,
+        description=f"{CIFAR10_NAME}: {len(train)} training and {len(test)} test images, 10 classes ({DATA_ENV})",
+    )
+
+
 def load_cifar10(
     root: str | Path = "data", quick: bool | None = None, transform=None, verbose: bool = True
 ) -> CourseData:
@@ -189,6 +341,9 @@ def load_cifar10(
     ``root`` is relative to the working directory (``data/`` is git-ignored). A failed or
     interrupted download is cleaned up, so the next call starts afresh; a ``root`` folder this call
     created and left empty is removed. Ctrl-C during the download cleans up, then re-raises.
+
+    With ``COURSE_DATA`` set (see the module's docstring), CIFAR-10 comes from there and nothing is
+    downloaded; a path that does not hold it raises :class:`CourseDataError` (no silent fallback).
     """
     quick = quick_mode() if quick is None else quick
     transform = transform if transform is not None else to_tensor_transform()
@@ -199,6 +354,12 @@ def load_cifar10(
                 f"Quick mode (--quick or COURSE_QUICK=1): using the {SYNTHETIC_NAME}; "
                 "run without them to train on CIFAR-10."
             )
+        return data
+    given = course_data_root(root)
+    if given is not None:
+        data = _cifar10_from(given, transform, f"{DATA_ENV}={os.environ[DATA_ENV].strip()}")
+        if verbose:
+            print(f"{CIFAR10_NAME} from {DATA_ENV} ({os.environ[DATA_ENV].strip()}): nothing downloaded.")
         return data
     root = Path(root)
     created = not root.exists()
@@ -232,3 +393,98 @@ def as_tensors(dataset: Dataset, device: torch.device | str = "cpu") -> tuple[to
     images = torch.from_numpy(np.asarray(dataset.data)).permute(0, 3, 1, 2).contiguous().float().div_(255)
     labels = torch.as_tensor(dataset.targets, dtype=torch.long)
     return images.to(device), labels.to(device)
+
+
+def pack(out: str | Path, source: str | Path = "data") -> Path:
+    """Pack the CIFAR-10 that ``source`` holds into one file (``cifar-10-batches-py`` in a tar.gz).
+
+    ``source`` is a data folder with torchvision's ``cifar-10-python.tar.gz`` (copied as it is: it is
+    already such a file) or an intact ``cifar-10-batches-py`` (packed), or that folder itself. Raises
+    :class:`CourseDataError`, saying what to do, when there is none.
+    """
+    cls = _cifar10_class()
+    source, out = Path(source), Path(out)
+    if source.name == cls.base_folder:
+        source = source.parent
+    archive, folder = source / cls.filename, source / cls.base_folder
+    partial = out.with_name(out.name + ".partial")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if archive.is_file() and _md5(archive) == cls.tgz_md5:
+            shutil.copyfile(archive, partial)
+        elif folder.is_dir() and _intact(folder):
+            with tarfile.open(partial, "w:gz") as tar:
+                for name, _ in _cifar10_files():
+                    tar.add(folder / name, arcname=f"{cls.base_folder}/{name}")
+        else:
+            damaged = folder.is_dir() or archive.is_file()
+            raise CourseDataError(
+                f"No {'intact ' if damaged else ''}CIFAR-10 download in {source}/ "
+                f"(looked for {cls.filename} and the {cls.base_folder} folder"
+                f"{', which fail torchvision checksums' if damaged else ''}). "
+                f"Where there is internet, run `python -m helpers.data download` (it saves CIFAR-10 into data/), "
+                f"then this command again; or give --from the folder that holds {cls.base_folder}."
+            )
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out
+
+
+def download(root: str | Path = "data") -> CourseData:
+    """Download CIFAR-10 into ``root`` with torchvision (no fallback: an error says what went wrong)."""
+    import torchvision
+
+    cls = torchvision.datasets.CIFAR10
+    try:
+        train = cls(root=str(root), train=True, download=True)
+    except BaseException:
+        _remove_partial_download(Path(root))  # no half archive left for pack to trip over
+        raise
+    test = cls(root=str(root), train=False, download=False)
+    return CourseData(train=train, test=test, name=CIFAR10_NAME, description=f"{CIFAR10_NAME} in {root}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.data",
+        description="CIFAR-10 for a room without internet: download it once, pack it into one file, copy that "
+        f"file to every machine and set {DATA_ENV}=/path/to/{PACK_NAME} there.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    packing = commands.add_parser(
+        "pack",
+        help="pack the CIFAR-10 a data folder holds into one file",
+        description=f"Pack the CIFAR-10 downloaded into a data folder (default: data/) into one file; on each "
+        f"machine, {DATA_ENV}=/path/to/that/file makes the course use it without downloading.",
+    )
+    packing.add_argument("out", type=Path, help=f"the file to write, e.g. {PACK_NAME}")
+    packing.add_argument(
+        "--from", dest="source", type=Path, default=Path("data"), help="the folder holding the download (default: data)"
+    )
+    fetching = commands.add_parser("download", help="download CIFAR-10 (about 170 MB) into a data folder")
+    fetching.add_argument("--root", type=Path, default=Path("data"), help="where to save it (default: data)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "pack":
+            out = pack(args.out, args.source)
+            print(
+                f"Packed CIFAR-10 into {out} ({out.stat().st_size / 1e6:.0f} MB). Copy it to each machine and set "
+                f"{DATA_ENV}={out.resolve()} there (its path on that machine): the course then loads CIFAR-10 from "
+                "it and downloads nothing."
+            )
+        else:
+            data = download(args.root)
+            print(f"{data}, in {args.root}/. Next: python -m helpers.data pack {PACK_NAME} --from {args.root}")
+    except CourseDataError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except Exception as err:  # a failed download: offline, a proxy, a full disk
+        print(f"CIFAR-10 could not be downloaded ({type(err).__name__}: {err}). Run this where there is internet.",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,8 @@
 """CIFAR-10 or the synthetic fallback: which one, deterministic, and robust to failed downloads."""
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -134,3 +137,179 @@ def test_head_takes_the_first_images_and_says_so(tiny):
     assert len(data.head(40, None).test) == 48
     with pytest.raises(ValueError, match="at least one image"):
         data.head(0, None)
+
+
+# ---- A room without internet: the CIFAR-10 pack and COURSE_DATA ----------------------------------------------
+
+BASE = "cifar-10-batches-py"
+BATCHES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+
+
+def fake_cifar10(root, images_per_batch=2):
+    """torchvision's CIFAR-10 layout with a few images per batch: ``root/cifar-10-batches-py``, pickles as the
+    real ones (``data``: uint8 (N, 3072), ``labels``; ``batches.meta``: ``label_names``). Returns the folder."""
+    import pickle
+
+    folder = root / BASE
+    folder.mkdir(parents=True)
+    for i, name in enumerate(BATCHES):
+        data = np.full((images_per_batch, 3 * 32 * 32), 10 * i, dtype=np.uint8)
+        data[:, 0] = np.arange(images_per_batch)  # each image its own first pixel
+        labels = [(i + k) % 10 for k in range(images_per_batch)]
+        (folder / name).write_bytes(pickle.dumps({"batch_label": name, "data": data, "labels": labels}))
+    meta = {"label_names": list(D.CIFAR10_CLASSES), "num_cases_per_batch": images_per_batch}
+    (folder / "batches.meta").write_bytes(pickle.dumps(meta))
+    return folder
+
+
+def md5(path):
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def fake_checksums(monkeypatch, tmp_path):
+    """Build a fake CIFAR-10 in ``tmp_path/made`` and make torchvision's CIFAR10 expect its checksums, as it expects
+    the real files' (it checks every batch and the meta file on load, and the archive before using it)."""
+    import tarfile
+
+    import torchvision
+
+    folder = fake_cifar10(tmp_path / "made")
+    cls = torchvision.datasets.CIFAR10
+    monkeypatch.setattr(cls, "train_list", [[n, md5(folder / n)] for n in BATCHES[:5]])
+    monkeypatch.setattr(cls, "test_list", [["test_batch", md5(folder / "test_batch")]])
+    monkeypatch.setattr(cls, "meta", {**cls.meta, "md5": md5(folder / "batches.meta")})
+    archive = tmp_path / "made" / cls.filename  # what torchvision downloads: the folder in a tar.gz
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname=BASE)
+    monkeypatch.setattr(cls, "tgz_md5", md5(archive))
+    return folder
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any download or connection fails the test."""
+    import socket
+
+    import torchvision.datasets.cifar as cifar
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the network was used")
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def pack_members(path):
+    import tarfile
+
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+
+
+def test_pack_packs_an_extracted_download(fake_checksums, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(fake_checksums, data / BASE)
+    assert D.main(["pack", str(tmp_path / "cifar10-pack.tar.gz"), "--from", str(data)]) == 0
+    members = pack_members(tmp_path / "cifar10-pack.tar.gz")
+    assert members == {f"{BASE}/{p.name}": p.read_bytes() for p in fake_checksums.iterdir()}
+    out = capsys.readouterr().out
+    assert out.startswith(f"Packed CIFAR-10 into {tmp_path / 'cifar10-pack.tar.gz'}")
+    assert "set COURSE_DATA=" in out and "downloads nothing" in out
+
+
+def test_pack_copies_torchvisions_archive_as_it_is(fake_checksums, tmp_path):
+    archive = fake_checksums.parent / "cifar-10-python.tar.gz"
+    out = D.pack(tmp_path / "out" / "pack.tar.gz", fake_checksums.parent)  # the archive wins over the folder
+    assert out.read_bytes() == archive.read_bytes()
+    assert D.pack(tmp_path / "again.tar.gz", fake_checksums).exists()  # the cifar-10-batches-py folder itself
+
+
+def test_pack_without_a_download_says_what_to_do(fake_checksums, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert D.main(["pack", str(tmp_path / "p.tar.gz"), "--from", str(empty)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"No CIFAR-10 download in {empty}/ (looked for cifar-10-python.tar.gz and the {BASE} folder)")
+    assert "python -m helpers.data download" in err and "--from" in err
+    broken = tmp_path / "broken"
+    shutil.copytree(fake_checksums, broken / BASE)
+    (broken / BASE / "data_batch_3").write_bytes(b"half")
+    assert D.main(["pack", str(tmp_path / "p.tar.gz"), "--from", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert "No intact CIFAR-10 download" in err and "fail torchvision checksums" in err
+    assert not list(tmp_path.glob("p.tar.gz*"))  # nothing half-written is left
+
+
+def test_course_data_pack_is_loaded_by_torchvision_without_the_network(
+    fake_checksums, no_network, tmp_path, monkeypatch, capsys
+):
+    D.pack(tmp_path / "cifar10-pack.tar.gz", fake_checksums.parent)
+    monkeypatch.setenv("COURSE_DATA", str(tmp_path / "cifar10-pack.tar.gz"))
+    root = tmp_path / "lab" / "data"
+    data = D.load_cifar10(root, quick=False)
+    assert data.is_cifar10 and (len(data.train), len(data.test)) == (10, 2)
+    assert data.train.classes == list(D.CIFAR10_CLASSES)
+    image, label = data.test[1]  # the test batch: value 50, first pixel 1, label (5 + 1) % 10
+    assert image.shape == (3, 32, 32) and label == 6 and round(image[0, 0, 0].item() * 255) == 1
+    assert round(image[1, 0, 0].item() * 255) == 50
+    assert sorted(p.name for p in (root / BASE).iterdir()) == sorted(p.name for p in fake_checksums.iterdir())
+    assert capsys.readouterr().out.startswith("CIFAR-10 from COURSE_DATA (")
+    stamp = (root / BASE / "data_batch_1").stat().st_mtime_ns
+    assert D.load_cifar10(root, quick=False, verbose=False).is_cifar10  # unpacked once, kept while intact
+    assert (root / BASE / "data_batch_1").stat().st_mtime_ns == stamp
+    (root / BASE / "test_batch").write_bytes(b"damaged")
+    assert len(D.load_cifar10(root, quick=False, verbose=False).test) == 2  # a damaged copy is unpacked again
+
+
+def test_course_data_folder_is_used_in_place(fake_checksums, no_network, tmp_path, monkeypatch):
+    for value in (fake_checksums.parent, fake_checksums):  # the folder holding cifar-10-batches-py, or it
+        monkeypatch.setenv("COURSE_DATA", str(value))
+        data = D.load_cifar10(tmp_path / "data", quick=False, verbose=False)
+        assert data.is_cifar10 and len(data.train) == 10 and "(COURSE_DATA)" in data.description
+        assert not (tmp_path / "data").exists()  # nothing copied
+    only_archive = tmp_path / "share"
+    only_archive.mkdir()
+    shutil.copy(fake_checksums.parent / "cifar-10-python.tar.gz", only_archive)
+    monkeypatch.setenv("COURSE_DATA", str(only_archive))  # a folder with torchvision's archive: unpacked
+    assert len(D.load_cifar10(tmp_path / "data", quick=False, verbose=False).test) == 2
+
+
+def test_course_data_that_holds_no_cifar10_says_what_to_do(fake_checksums, no_network, tmp_path, monkeypatch):
+    def error(value):
+        monkeypatch.setenv("COURSE_DATA", str(value))
+        with pytest.raises(D.CourseDataError) as info:
+            D.load_cifar10(tmp_path / "data", quick=False)
+        return str(info.value)
+
+    missing = error(tmp_path / "nowhere.tar.gz")
+    assert missing.startswith(f"COURSE_DATA={tmp_path / 'nowhere.tar.gz'}: no such file or folder.")
+    assert "python -m helpers.data pack cifar10-pack.tar.gz" in missing and "unset COURSE_DATA" in missing
+    (tmp_path / "empty").mkdir()
+    assert "this folder holds no CIFAR-10" in error(tmp_path / "empty")
+    (tmp_path / "notes.tar.gz").write_text("not an archive")
+    assert ": not a CIFAR-10 pack (ReadError" in error(tmp_path / "notes.tar.gz")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(fake_checksums, damaged / BASE)
+    (damaged / BASE / "batches.meta").write_bytes(b"x")
+    assert "fail torchvision's checks" in error(damaged) and "Copy the pack again" in error(damaged)
+    monkeypatch.setenv("COURSE_DATA", str(tmp_path / "nowhere"))
+    assert D.load_cifar10(tmp_path / "data", quick=True, verbose=False).name == D.SYNTHETIC_NAME  # quick: ignored
+
+
+def test_download_command_saves_cifar10_and_says_what_next(fake_checksums, tmp_path, monkeypatch, capsys):
+    import torchvision.datasets.cifar as cifar
+
+    def download_and_extract_archive(url, download_root, filename=None, md5=None, **kw):
+        shutil.copytree(fake_checksums, Path(download_root) / BASE)
+
+    monkeypatch.setattr(cifar, "download_and_extract_archive", download_and_extract_archive)
+    assert D.main(["download", "--root", str(tmp_path / "data")]) == 0
+    assert "Next: python -m helpers.data pack cifar10-pack.tar.gz" in capsys.readouterr().out
+    monkeypatch.setattr(cifar, "download_and_extract_archive", fail_download())
+    assert D.main(["download", "--root", str(tmp_path / "other")]) == 1
+    assert "Run this where there is internet" in capsys.readouterr().err
+    assert not (tmp_path / "other" / "cifar-10-python.tar.gz").exists()  # the partial archive is gone
