@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from helpers.i18n import CATALOGS, CHINESE, language, read_po, tr, tr_lazy
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,23 @@ class Feedback:
         return self.passed
 
     def __str__(self) -> str:
-        return f"{'[PASS]' if self.passed else '[TRY AGAIN]'} {self.message}"
+        if self.passed:
+            return tr("[PASS] {message}", message=self.message)
+        return tr("[TRY AGAIN] {message}", message=self.message)
 
 
 def passed(message: str) -> Feedback:
-    feedback = Feedback(True, message)
+    feedback = Feedback(True, _tidy(message))
     print(feedback)
     return feedback
+
+
+_FULL_WIDTH_PUNCTUATION = re.compile(r"(?<=[，。：；？！、（）“”])[ ]+(?=\S)")
+
+
+def _tidy(text: str) -> str:
+    """In Chinese, no space after full-width punctuation: a field ending a clause ("meta（代替 GPU） 时") loses it."""
+    return _FULL_WIDTH_PUNCTUATION.sub("", text) if language() == CHINESE else text
 
 
 _LEVEL: contextvars.ContextVar[int] = contextvars.ContextVar("hint_level", default=1)
@@ -49,23 +62,25 @@ _ASK: contextvars.ContextVar[str] = contextvars.ContextVar("ask_for_more", defau
 def failed(message: str, hint: str = "", *, more: str = "", see: str = "") -> Feedback:
     """A ``[TRY AGAIN]`` verdict: ``message`` (what is wrong, observed where), then ``hint``.
 
-    ``see`` names the notebook's section to re-read (its heading as the learner sees it). ``more`` is the
-    second-level hint, shown when the learner calls the check with ``hint=2``; at the first level one
-    short line says how to ask for it.
+    ``see`` names the notebook's section to re-read: its heading as written in the English notebook (shown
+    without backticks, in the course's language: :func:`heading`). ``more`` is the second-level hint, shown
+    when the learner calls the check with ``hint=2``; at the first level one short line says how to ask for it.
+    ``message``, ``hint`` and ``more`` come translated (``tr``); :data:`NOT_WRITTEN` is translated here.
     """
-    lines = [message]
+    lines = [tr(NOT_WRITTEN) if message == NOT_WRITTEN else message]
     if hint:
-        lines.append(f"  Hint: {hint}")
+        lines.append("  " + tr("Hint: {hint}", hint=hint))
     if see:
-        lines.append(f'  Where to look: "{see}", in this notebook.')
+        lines.append("  " + tr('Where to look: "{see}", in this notebook.', see=heading(see)))
     if more and _LEVEL.get() >= 2:
-        lines.append(f"  More: {more}")
+        lines.append("  " + tr("More: {more}", more=more))
+    elif more and _ASK.get():
+        lines.append("  " + tr("Stuck? {ask} gives a deeper hint.", ask=_ASK.get()))
     elif more:
-        ask = _ASK.get() or "Calling the check again with hint=2"
-        lines.append(f"  Stuck? {ask} gives a deeper hint.")
+        lines.append("  " + tr("Stuck? Calling the check again with hint=2 gives a deeper hint."))
     elif _LEVEL.get() >= 2 and hint:
-        lines.append("  (No deeper hint for this one: the hint above is all there is.)")
-    feedback = Feedback(False, "\n".join(lines))
+        lines.append("  " + tr("(No deeper hint for this one: the hint above is all there is.)"))
+    feedback = Feedback(False, _tidy("\n".join(lines)))
     print(feedback)
     return feedback
 
@@ -91,7 +106,11 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
                 result = check(*args, **kwargs)
         except Exception as err:  # any error here is feedback for the learner
             return failed(
-                f"Your answer could not be checked: {type(err).__name__}: {_first_line(err)}",
+                tr(
+                    "Your answer could not be checked: {error_type}: {error}",
+                    error_type=type(err).__name__,
+                    error=_first_line(err),
+                ),
                 _shape_hint(check, args),
             )
         finally:
@@ -99,7 +118,7 @@ def exercise_check(check: Callable[..., Feedback]) -> Callable[..., Feedback]:
             _ASK.reset(ask)
         if isinstance(result, Feedback):
             return result
-        return failed(f"The check {check.__name__} gave no verdict.")  # a bug in the check itself
+        return failed(tr("The check {name} gave no verdict.", name=check.__name__))  # a bug in the check itself
 
     run.is_exercise_check = True  # type: ignore[attr-defined]  # lets tests find every check
     return _recording_verdicts(check, run)
@@ -114,19 +133,55 @@ def _how_to_ask(check, args) -> str:
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
+    return text.splitlines()[0] if text else tr("(no message)")
+
+
+def statement(check) -> str:
+    """The exercise as its check's docstring states it (first paragraph, one line, single backticks).
+
+    Shown in the course's language: a module marks its checks' statements with ``tr_lazy`` for the catalog.
+    """
+    return " ".join((check.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "`")
 
 
 def _shape_hint(check, args) -> str:
     """What the exercise expects (the check's docstring), plus a word on an answer that is not callable."""
-    statement = " ".join((check.__doc__ or "").strip().split("\n\n")[0].split()).replace("``", "`")
+    exercise = tr(statement(check))
     if args and not callable(args[0]) and not isinstance(args[0], dict):
-        return f"Pass your function (or class) itself, not a {type(args[0]).__name__}. The exercise: {statement}"
-    return f"Check the type and shape of what your code returns. The exercise: {statement}"
+        return tr(
+            "Pass your function (or class) itself, not a {type_name}. The exercise: {exercise}",
+            type_name=type(args[0]).__name__,
+            exercise=exercise,
+        )
+    return tr("Check the type and shape of what your code returns. The exercise: {exercise}", exercise=exercise)
 
 
-NOT_WRITTEN = "Not written yet: replace the `raise NotImplementedError` line with your code."
-"""The verdict on an exercise's untouched starter (its bare ``raise NotImplementedError``)."""
+NOT_WRITTEN = tr_lazy("Not written yet: replace the `raise NotImplementedError` line with your code.")
+"""The verdict on an exercise's untouched starter (its bare ``raise NotImplementedError``); ``failed`` translates it."""
+
+HEADINGS = CATALOGS / "notebook_headings.po"
+"""The notebooks' headings, English to Chinese (generated from the notebooks' catalogs)."""
+
+
+@functools.cache
+def _headings_without_backticks() -> dict[str, str]:
+    return (
+        {english.replace("`", ""): chinese for english, chinese in read_po(HEADINGS).items()}
+        if HEADINGS.exists()
+        else {}
+    )
+
+
+def heading(see: str) -> str:
+    """A notebook heading as the learner reads it rendered (no backticks), in the course's language.
+
+    ``see`` is the heading as written in the English notebook; in Chinese it is looked up in the headings
+    catalog (a heading given without its backticks is found too).
+    """
+    text = tr(see)
+    if text == see and language() == CHINESE:
+        text = _headings_without_backticks().get(see.replace("`", ""), see)
+    return text.replace("`", "")
 
 
 def module_devices(module: torch.nn.Module) -> set[torch.device]:
@@ -154,11 +209,15 @@ def call_learner(fn, *args, when: str = "", hint: str = "", more: str = "", see:
         error = err  # raised by torch itself, e.g. "Cannot copy out of meta tensor; no data!"
     except Exception as err:  # the learner's bug is the feedback
         error = err
-    where = f"{when}, your" if when else "Your"
-    extra = ""
+    if when:
+        message = tr(
+            "{when}, your code raised {error_type}: {error}", when=when, error_type=type(error).__name__, error=error
+        )
+    else:
+        message = tr("Your code raised {error_type}: {error}", error_type=type(error).__name__, error=error)
     if "copy out of meta" in str(error):
-        extra = " A meta tensor has no data to copy: your code moved a tensor off the device it was given."
-    return None, failed(f"{where} code raised {type(error).__name__}: {error}{extra}", hint, more=more, see=see)
+        message += " " + tr("A meta tensor has no data to copy: your code moved a tensor off the device it was given.")
+    return None, failed(message, hint, more=more, see=see)
 
 
 OTHER_DEVICE = torch.device("meta")
@@ -170,7 +229,7 @@ GPU would expose."""
 def shown(device) -> str:
     """A device as feedback names it: ``meta`` says what it stands for (``meta (standing in for a GPU)``)."""
     device = torch.device(device)
-    return f"{device} (standing in for a GPU)" if device.type == "meta" else str(device)
+    return tr("{device} (standing in for a GPU)", device=device) if device.type == "meta" else str(device)
 
 
 _SCALAR_FETCHES = {"item", "__float__", "__int__", "__index__", "__bool__"}
