@@ -13,6 +13,7 @@ import re
 import torch
 
 from helpers.config import DEVICE_ENV
+from helpers.i18n import tr
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|mps)(?::(\d+))?$")
 
@@ -62,39 +63,59 @@ def parse_device(request: str | torch.device) -> torch.device:
     if isinstance(request, torch.device):
         return request
     if not isinstance(request, str):
-        raise DeviceError(f"A device is a string such as 'cuda:0' or 'cpu', not {type(request).__name__}.")
+        raise DeviceError(
+            tr("A device is a string such as 'cuda:0' or 'cpu', not {type_name}.", type_name=type(request).__name__)
+        )
     if _DEVICE_RE.match(request):
         return torch.device(request)
     hint = suggest(request)
-    message = f"{request!r} is not a device name PyTorch accepts."
-    if hint:
-        message += f" Write {hint!r} instead"
-        message += " (PyTorch calls NVIDIA GPUs 'cuda')." if request.strip().lower().startswith("gpu") else "."
+    fields = dict(request=repr(request), hint=repr(hint))
+    if hint and request.strip().lower().startswith("gpu"):
+        message = tr(
+            "{request} is not a device name PyTorch accepts. Write {hint} instead (PyTorch calls NVIDIA GPUs 'cuda').",
+            **fields,
+        )
+    elif hint:
+        message = tr("{request} is not a device name PyTorch accepts. Write {hint} instead.", **fields)
     else:
-        message += " Device names are lower case with no spaces: 'cpu', 'cuda', 'cuda:0', 'cuda:1', 'mps'."
+        message = tr(
+            "{request} is not a device name PyTorch accepts. Device names are lower case with no spaces: "
+            "'cpu', 'cuda', 'cuda:0', 'cuda:1', 'mps'.",
+            request=repr(request),
+        )
     raise DeviceError(message)
 
 
 def _absent(device: torch.device) -> str | None:
     """Why ``device`` cannot be used here, or None when it can."""
-    have = ", ".join(available_devices())
+    fields = dict(device=device, have=", ".join(available_devices()))
     if device.type == "cuda":
         count = cuda_count()
+        if count == 0 and torch.version.cuda is None:
+            return tr("{device} was asked for, but this PyTorch is a CPU-only build. Available here: {have}.", **fields)
         if count == 0:
-            reason = (
-                "this PyTorch is a CPU-only build"
-                if torch.version.cuda is None
-                else "PyTorch sees no CUDA GPU (no NVIDIA driver, no GPU, or CUDA_VISIBLE_DEVICES hides them)"
+            return tr(
+                "{device} was asked for, but PyTorch sees no CUDA GPU (no NVIDIA driver, no GPU, or "
+                "CUDA_VISIBLE_DEVICES hides them). Available here: {have}.",
+                **fields,
             )
-            return f"{device} was asked for, but {reason}. Available here: {have}."
         if device.index is not None and device.index >= count:
-            return (
-                f"{device} was asked for, but this machine has {count} CUDA GPU{'s' if count > 1 else ''}, "
-                f"numbered from 0. Available here: {have}."
+            if count == 1:
+                return tr(
+                    "{device} was asked for, but this machine has {count} CUDA GPU, numbered from 0. "
+                    "Available here: {have}.",
+                    count=count,
+                    **fields,
+                )
+            return tr(
+                "{device} was asked for, but this machine has {count} CUDA GPUs, numbered from 0. "
+                "Available here: {have}.",
+                count=count,
+                **fields,
             )
     elif device.type == "mps":
         if not mps_available() or (device.index or 0) > 0:
-            return f"{device} was asked for, but Apple MPS is not available here. Available here: {have}."
+            return tr("{device} was asked for, but Apple MPS is not available here. Available here: {have}.", **fields)
     return None
 
 
@@ -114,7 +135,7 @@ def pick_device(request: str | torch.device | None = None) -> torch.device:
     device), or a device such as ``"cpu"``, ``"cuda:1"``, ``"mps"``. Raises :class:`DeviceError`,
     naming what is available, when the request is misspelt or the device is not present.
     """
-    source = "Requested device"
+    source = tr("Requested device")
     if request is None:
         request = os.environ.get(DEVICE_ENV, "").strip() or "auto"
         source = f"{DEVICE_ENV}={os.environ.get(DEVICE_ENV)!r}" if os.environ.get(DEVICE_ENV) else source
@@ -123,12 +144,21 @@ def pick_device(request: str | torch.device | None = None) -> torch.device:
     try:
         device = parse_device(request)
     except DeviceError as err:
-        raise DeviceError(f"{source}: {err}") from None
+        raise DeviceError(tr("{source}: {error}", source=source, error=err)) from None
     problem = _absent(device)
     if problem:
-        from_env = source.startswith(DEVICE_ENV)
-        fix = f"unset {DEVICE_ENV} or set it to 'auto' or 'cpu'" if from_env else "pick one of those"
-        raise DeviceError(f"{source}: {problem} To fix: {fix}; `python -m helpers.doctor` explains what it finds.")
+        if source.startswith(DEVICE_ENV):
+            fix = tr("unset {variable} or set it to 'auto' or 'cpu'", variable=DEVICE_ENV)
+        else:
+            fix = tr("pick one of those")
+        raise DeviceError(
+            tr(
+                "{source}: {problem} To fix: {fix}; `python -m helpers.doctor` explains what it finds.",
+                source=source,
+                problem=problem,
+                fix=fix,
+            )
+        )
     return _indexed(device)
 
 
@@ -152,7 +182,14 @@ def describe(device: torch.device) -> str:
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         memory = props.total_memory / 2**30
-        return f"{device} ({props.name}, {memory:.1f} GiB, compute capability {props.major}.{props.minor})"
+        return tr(
+            "{device} ({name}, {memory:.1f} GiB, compute capability {major}.{minor})",
+            device=device,
+            name=props.name,
+            memory=memory,
+            major=props.major,
+            minor=props.minor,
+        )
     if device.type == "mps":
-        return f"{device} (Apple GPU through Metal)"
+        return tr("{device} (Apple GPU through Metal)", device=device)
     return f"{device}"
