@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.i18n import set_language
+from helpers.i18n import set_language, tr, tr_lazy
 
-COLAB_GPU_HINT = (
+COLAB_GPU_HINT = tr_lazy(
     "No GPU is attached to this Colab runtime, so the notebook runs on the CPU (every cell still works).\n"
     "To use a GPU: Runtime > Change runtime type > Hardware accelerator: a GPU such as T4 > Save,\n"
     "then run the notebook again from the top (Runtime > Run all)."
@@ -70,6 +70,6 @@ def setup(lang: str | None = None) -> None:
         return
     names = nvidia_gpu_names()
     if names:
-        print(f"Colab GPU runtime: {', '.join(names)}")
+        print(tr("Colab GPU runtime: {names}", names=", ".join(names)))
     else:
-        print(COLAB_GPU_HINT)
+        print(tr(COLAB_GPU_HINT))
