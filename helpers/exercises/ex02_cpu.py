@@ -16,7 +16,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from helpers.devices import pick_device
-from helpers.exercises import call_learner, exercise_check, failed, passed
+from helpers.exercises import call_learner, exercise_check, failed, heading, passed
+from helpers.i18n import tr, tr_lazy
 
 FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__repr__", "__format__", "__str__"}
 """Tensor methods that copy values to the host (and so wait for the GPU)."""
@@ -138,19 +139,19 @@ def _asks_for_host(name: str, args: tuple, kwargs: dict) -> bool:
     return False
 
 
-SECTION_NUMPY = "3. .numpy() needs a CPU tensor"
-SECTION_DETACH = "4. Tensors that require grad: why .detach()"
-SECTION_FETCHES = "6. .item(), .tolist(), print: each copies to the host"
+SECTION_NUMPY = "3. `.numpy()` needs a CPU tensor"
+SECTION_DETACH = "4. Tensors that require grad: why `.detach()`"
+SECTION_FETCHES = "6. `.item()`, `.tolist()`, `print`: each copies to the host"
 SECTION_LOGGING = "7. Why logging every step slows GPU training"
-SECTION_SUM_DETACH = "Common error: summing loss tensors without .detach()"
-SECTION_ITSELF = "2. Already on the CPU: .cpu() returns the tensor itself"
+SECTION_SUM_DETACH = "Common error: summing loss tensors without `.detach()`"
+SECTION_ITSELF = "2. Already on the CPU: `.cpu()` returns the tensor itself"
 
-NUMPY_MORE = (
+NUMPY_MORE = tr_lazy(
     "Before .numpy(), two steps: one leaves autograd (section 4 names it, and why), one copies the values "
     "to the host (section 3; on a CPU tensor it returns the tensor as it is, so the same code runs on every "
     "device). The error message above says which of the two was missing."
 )
-TOTAL_MORE = (
+TOTAL_MORE = tr_lazy(
     "A running total that stays a tensor on the losses' device: start from a zero tensor there (or from the "
     "first loss), add each loss detached from autograd, and fetch the total with one of section 6's calls, "
     "once, after the loop. Each fetch waits for all the GPU work queued before it."
@@ -167,43 +168,50 @@ def to_numpy(fn) -> object:
     """``fn(t)`` returns a NumPy array of ``t``'s values, for a ``t`` on any device that requires grad."""
     device = pick_device()
     t = _grad_tensor(device)
-    hint = (
+    hint = tr(
         "NumPy knows nothing of autograd and reads host memory only: the array must come from a tensor that "
         "autograd no longer tracks, in CPU memory."
     )
-    when = f"With a tensor on {device} that requires grad"
-    result, problem, calls = _run(fn, t, when=when, hint=hint, more=NUMPY_MORE, see=SECTION_DETACH)
+    when = tr("With a tensor on {device} that requires grad", device=device)
+    result, problem, calls = _run(fn, t, when=when, hint=hint, more=tr(NUMPY_MORE), see=SECTION_DETACH)
     if problem is not None:
         return problem
     if isinstance(result, torch.Tensor):
         return failed(
-            f"{when}, you returned a tensor, not a NumPy array.",
-            "The last step converts the tensor into a NumPy array.",
-            more=NUMPY_MORE,
+            tr("{when}, you returned a tensor, not a NumPy array.", when=when),
+            tr("The last step converts the tensor into a NumPy array."),
+            more=tr(NUMPY_MORE),
             see=SECTION_NUMPY,
         )
     if not isinstance(result, np.ndarray):
         return failed(
-            f"{when}: return a NumPy array, not {type(result).__name__}.",
-            "Convert the tensor itself into a NumPy array, not into a Python list or number.",
-            more=NUMPY_MORE,
+            tr("{when}: return a NumPy array, not {type_name}.", when=when, type_name=type(result).__name__),
+            tr("Convert the tensor itself into a NumPy array, not into a Python list or number."),
+            more=tr(NUMPY_MORE),
             see=SECTION_NUMPY,
         )
     if result.dtype != np.float32 or result.tolist() != [0.5, -1.0, 2.0]:
         return failed(
-            f"{when}: expected float32 [0.5, -1.0, 2.0], got {result.dtype} {result.tolist()}.",
-            "Convert the values as they are: no change of dtype, no slicing.",
+            tr(
+                "{when}: expected float32 [0.5, -1.0, 2.0], got {dtype} {values}.",
+                when=when,
+                dtype=result.dtype,
+                values=result.tolist(),
+            ),
+            tr("Convert the values as they are: no change of dtype, no slicing."),
             see=SECTION_NUMPY,
         )
     if calls.numpy_on_device:
         return failed(
-            "This works here because the tensor is already on the CPU, but on a GPU .numpy() raises "
-            "TypeError: can't convert cuda:0 device type tensor to numpy.",
-            "NumPy reads host memory only: copy the values to the host before converting.",
-            more=NUMPY_MORE,
+            tr(
+                "This works here because the tensor is already on the CPU, but on a GPU .numpy() raises "
+                "TypeError: can't convert cuda:0 device type tensor to numpy."
+            ),
+            tr("NumPy reads host memory only: copy the values to the host before converting."),
+            more=tr(NUMPY_MORE),
             see=SECTION_NUMPY,
         )
-    return passed("A NumPy array with the values, from a tensor that requires grad, on any device.")
+    return passed(tr("A NumPy array with the values, from a tensor that requires grad, on any device."))
 
 
 def _losses(device: torch.device, steps: int = 20) -> tuple[list[torch.Tensor], float]:
@@ -219,68 +227,89 @@ def sum_losses(fn) -> object:
     autograd, on the device, and fetched once."""
     device = pick_device()
     losses, expected = _losses(device)
-    when = f"With {len(losses)} losses on {device}"
-    hint = "Each loss is a 0-dim tensor on the device that requires grad: keep the total one too, detached."
-    result, problem, calls = _run(fn, losses, when=when, hint=hint, more=TOTAL_MORE, see=SECTION_LOGGING)
+    when = tr("With {count} losses on {device}", count=len(losses), device=device)
+    hint = tr("Each loss is a 0-dim tensor on the device that requires grad: keep the total one too, detached.")
+    result, problem, calls = _run(fn, losses, when=when, hint=hint, more=tr(TOTAL_MORE), see=SECTION_LOGGING)
     if problem is not None:
         return problem
     fetches = calls.fetches
     if isinstance(result, torch.Tensor):
         return failed(
-            f"{when}: you returned a tensor ({result.device}), not a Python float.",
-            "Keep the running total on the device, then turn it into a Python number once, at the end.",
-            more=TOTAL_MORE,
+            tr("{when}: you returned a tensor ({device}), not a Python float.", when=when, device=result.device),
+            tr("Keep the running total on the device, then turn it into a Python number once, at the end."),
+            more=tr(TOTAL_MORE),
             see=SECTION_FETCHES,
         )
     if not isinstance(result, float):
         return failed(
-            f"{when}: return a Python float, not {type(result).__name__}.",
-            "One of section 6's fetches turns a one-element tensor into a Python float; int() drops the decimals.",
+            tr("{when}: return a Python float, not {type_name}.", when=when, type_name=type(result).__name__),
+            tr("One of section 6's fetches turns a one-element tensor into a Python float; int() drops the decimals."),
             see=SECTION_FETCHES,
         )
     if not math.isclose(result, expected, rel_tol=1e-6):
         return failed(
-            f"{when}: the total is {result}, expected {expected}.",
-            "Add every loss once, the first and the last included.",
+            tr("{when}: the total is {total}, expected {expected}.", when=when, total=result, expected=expected),
+            tr("Add every loss once, the first and the last included."),
             see=SECTION_LOGGING,
         )
     if calls.per_element > 1:
         warned = [str(w.message).splitlines()[0] for w in calls.warnings if "requires_grad" in str(w.message)]
+        message = tr(
+            "{when}: right total, but torch.{function}(losses) reads the {count} loss tensors into Python numbers "
+            "one by one: on a GPU that is one copy to the host, and one wait, per loss.",
+            when=when,
+            function=calls.from_list,
+            count=calls.per_element,
+        )
+        if warned:
+            message += " " + tr('PyTorch also warned: "{warning}"', warning=warned[0])
         return failed(
-            f"{when}: right total, but torch.{calls.from_list}(losses) reads the {calls.per_element} loss "
-            "tensors into Python numbers one by one: on a GPU that is one copy to the host, and one wait, per loss."
-            + (f' PyTorch also warned: "{warned[0]}"' if warned else ""),
-            "Join the loss tensors into one without leaving the device (torch.tensor cannot: it reads each one), "
-            "or add them up one by one; then fetch the total once.",
-            more="torch.stack makes one tensor of a list of tensors, on the device they are on, with no copy to "
-            "the host; detach it (section 'Common error: summing loss tensors without .detach()'), add it up, "
-            "and fetch the total once.",
+            message,
+            tr(
+                "Join the loss tensors into one without leaving the device (torch.tensor cannot: it reads each one), "
+                "or add them up one by one; then fetch the total once."
+            ),
+            more=tr(
+                "torch.stack makes one tensor of a list of tensors, on the device they are on, with no copy to "
+                "the host; detach it (section '{section}'), add it up, and fetch the total once.",
+                section=heading(SECTION_SUM_DETACH),
+            ),
             see=SECTION_LOGGING,
         )
     if len(fetches) > 1:
         counts = ", ".join(f"{fetches.count(n)} x .{n}()" for n in sorted(set(fetches)))
         return failed(
-            f"{when}: right total, but your code copied values to the host {len(fetches)} times ({counts}). "
-            "On a GPU each copy waits for all queued work to finish.",
-            "Keep the running total a tensor on the device (each loss detached) and fetch it once, after the loop.",
-            more=TOTAL_MORE,
+            tr(
+                "{when}: right total, but your code copied values to the host {count} times ({counts}). "
+                "On a GPU each copy waits for all queued work to finish.",
+                when=when,
+                count=len(fetches),
+                counts=counts,
+            ),
+            tr("Keep the running total a tensor on the device (each loss detached) and fetch it once, after the loop."),
+            more=tr(TOTAL_MORE),
             see=SECTION_LOGGING,
         )
     if calls.tracked_sums:
         return failed(
-            f"{when}: right total, fetched once, but your sum is tracked by autograd: the losses require grad and were "
-            "added up without .detach(), so the sum built a graph of its own. In a training loop such a total "
-            "keeps every step's graph, and the tensors it saved, in memory for as long as it lives.",
-            "Detach each loss before adding (or add inside torch.no_grad()), so that the total builds no graph.",
-            more="The section shows the total's grad_fn and what it keeps alive. .detach() gives a tensor with the "
-            "same values that autograd does not track; detaching the sum afterwards is too late, as the graph of "
-            "the additions was built while adding.",
+            tr(
+                "{when}: right total, fetched once, but your sum is tracked by autograd: the losses require grad and "
+                "were added up without .detach(), so the sum built a graph of its own. In a training loop such a "
+                "total keeps every step's graph, and the tensors it saved, in memory for as long as it lives.",
+                when=when,
+            ),
+            tr("Detach each loss before adding (or add inside torch.no_grad()), so that the total builds no graph."),
+            more=tr(
+                "The section shows the total's grad_fn and what it keeps alive. .detach() gives a tensor with the "
+                "same values that autograd does not track; detaching the sum afterwards is too late, as the graph "
+                "of the additions was built while adding."
+            ),
             see=SECTION_SUM_DETACH,
         )
-    return passed("Right total, summed on the device and fetched once.")
+    return passed(tr("Right total, summed on the device and fetched once."))
 
 
-COPY_MORE = (
+COPY_MORE = tr_lazy(
     "Notebook 01's section 4 (Already there? Then no copy) shows the argument of .to() that forces a copy "
     "even when the tensor is already there; a tensor also has a method that makes a private copy of it. "
     "One copy is enough: from a GPU, the move to the host already is one."
@@ -292,34 +321,49 @@ def cpu_copy(fn) -> object:
     """``fn(t)`` returns a CPU tensor with ``t``'s values that never shares memory with ``t``."""
     for source in dict.fromkeys([pick_device(), torch.device("cpu")]):
         t = torch.tensor([1.0, 2.0, 3.0], device=source)
-        when = f"With a tensor on {source}"
-        result, problem = call_learner(fn, t, when=when, more=COPY_MORE, see=SECTION_ITSELF)
+        when = tr("With a tensor on {device}", device=source)
+        result, problem = call_learner(fn, t, when=when, more=tr(COPY_MORE), see=SECTION_ITSELF)
         if problem is not None:
             return problem
         if not isinstance(result, torch.Tensor):
             return failed(
-                f"{when}: return a tensor, not {type(result).__name__}.",
-                "Return a CPU tensor of your own, not the values in another form.",
+                tr("{when}: return a tensor, not {type_name}.", when=when, type_name=type(result).__name__),
+                tr("Return a CPU tensor of your own, not the values in another form."),
                 see=SECTION_ITSELF,
             )
         if result.device.type != "cpu":
             return failed(
-                f"{when}, your copy is on {result.device}.", "The copy must live in CPU memory.", see=SECTION_ITSELF
+                tr("{when}, your copy is on {device}.", when=when, device=result.device),
+                tr("The copy must live in CPU memory."),
+                see=SECTION_ITSELF,
             )
         if result is t or (
             source.type == "cpu" and result.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
         ):
             return failed(
-                "With a tensor already on the CPU, your function returned the tensor itself (or a view of it): "
-                "writing to the 'copy' changes the original.",
-                ".cpu() and .to('cpu') return t itself when it is already there: ask for a copy explicitly.",
-                more=COPY_MORE,
+                tr(
+                    "With a tensor already on the CPU, your function returned the tensor itself (or a view of it): "
+                    "writing to the 'copy' changes the original."
+                ),
+                tr(".cpu() and .to('cpu') return t itself when it is already there: ask for a copy explicitly."),
+                more=tr(COPY_MORE),
                 see=SECTION_ITSELF,
             )
         if result.dtype != t.dtype or not torch.equal(result, t.cpu()):
             return failed(
-                f"{when}: your copy has other values, dtype or shape.",
-                "Only the device should change: same dtype, same values, same shape.",
+                tr("{when}: your copy has other values, dtype or shape.", when=when),
+                tr("Only the device should change: same dtype, same values, same shape."),
                 see=SECTION_ITSELF,
             )
-    return passed("A private CPU copy, whether the tensor starts on the course device or on the CPU.")
+    return passed(tr("A private CPU copy, whether the tensor starts on the course device or on the CPU."))
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy("`fn(t)` returns a NumPy array of `t`'s values, for a `t` on any device that requires grad."),
+    tr_lazy(
+        "`fn(losses)` returns the total of per-step loss tensors as a Python float: added up outside autograd, "
+        "on the device, and fetched once."
+    ),
+    tr_lazy("`fn(t)` returns a CPU tensor with `t`'s values that never shares memory with `t`."),
+)
