@@ -11,18 +11,19 @@ import torch
 
 from helpers.devices import DeviceError, pick_device
 from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed, shown
+from helpers.i18n import tr, tr_lazy
 from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
 
 SECTION_OBJECT = "1. A device is a small object: a type and an index"
 SECTION_PICKER = "6. Device-agnostic code, then the course's picker"
-SECTION_LIKE = "5. new_* and *_like keep the device and the dtype"
+SECTION_LIKE = "5. `new_*` and `*_like` keep the device and the dtype"
 SECTION_MIXED = '8. Common error: "Expected all tensors to be on the same device"'
 
-NORMALISE_HINT = (
+NORMALISE_HINT = tr_lazy(
     "Clean the text before anything reads it (the spaces, the case, the word 'gpu': the exercise lists them), "
     "then let pick_device() do the rest: it also checks that the device is there."
 )
-NORMALISE_MORE = (
+NORMALISE_MORE = tr_lazy(
     "Python's str methods do the cleaning: split() with no argument splits at any whitespace, and join() "
     "glues the pieces back; lower(); startswith() and slicing (or replace()) for 'gpu'. A worked case: "
     "' CUDA: 0 ' becomes 'cuda:0', and pick_device turns that into torch.device('cuda', 0), or raises "
@@ -30,16 +31,18 @@ NORMALISE_MORE = (
 )
 
 
-BROKEN = "a machine whose NVIDIA driver is too old for this PyTorch (NVML counts 2 GPUs, CUDA cannot start)"
+BROKEN = tr_lazy("a machine whose NVIDIA driver is too old for this PyTorch (NVML counts 2 GPUs, CUDA cannot start)")
 BROKEN_SPEC = {"cuda": 2, "cuda_init_error": DRIVER_TOO_OLD}
-BROKEN_HINT = (
+BROKEN_HINT = tr_lazy(
     "torch.cuda.device_count() counts GPUs CUDA cannot use (here the driver is too old); "
     "torch.cuda.is_available() is False there. pick_device() asks the right question: hand the cleaned text to it."
 )
+NO_GPU = tr_lazy("a machine with no GPU")
+TWO_GPUS = tr_lazy("two CUDA GPUs")
 MISSING = [
-    ("a machine with no GPU", {"cuda": 0}, "cuda:0"),
+    (NO_GPU, {"cuda": 0}, "cuda:0"),
     (BROKEN, BROKEN_SPEC, "cuda"),
-    ("two CUDA GPUs", {"cuda": 2}, "cuda:2"),
+    (TWO_GPUS, {"cuda": 2}, "cuda:2"),
 ]
 """(machine, simulated_machine arguments, text) where the GPU asked for is not there: DeviceError expected."""
 
@@ -47,14 +50,25 @@ MISSING = [
 def _chosen(fn, text: str, machine: str):
     """Run ``fn(text)``; return (device, None) or (None, failed feedback)."""
     result, problem = call_learner(
-        fn, text, when=f"On {machine}, with text={text!r}", hint=NORMALISE_HINT, more=NORMALISE_MORE, see=SECTION_PICKER
+        fn,
+        text,
+        when=tr("On {machine}, with text={text}", machine=tr(machine), text=repr(text)),
+        hint=tr(NORMALISE_HINT),
+        more=tr(NORMALISE_MORE),
+        see=SECTION_PICKER,
     )
     if problem is not None:
         return None, problem
     if not isinstance(result, torch.device):
         return None, failed(
-            f"On {machine}, with text={text!r} you returned {type(result).__name__} {result!r}, not a torch.device.",
-            "Return the torch.device that pick_device() gives you; code then compares it with tensor.device.",
+            tr(
+                "On {machine}, with text={text} you returned {type_name} {value}, not a torch.device.",
+                machine=tr(machine),
+                text=repr(text),
+                type_name=type(result).__name__,
+                value=repr(result),
+            ),
+            tr("Return the torch.device that pick_device() gives you; code then compares it with tensor.device."),
             see=SECTION_OBJECT,
         )
     return result, None
@@ -73,14 +87,14 @@ def _ignores_text(fn) -> bool:
 def choose_device(fn) -> object:
     """``fn(text)`` turns a user's device text into a ``torch.device`` that is really there."""
     cases = [
-        ("two CUDA GPUs", {"cuda": 2}, "CUDA:0", torch.device("cuda", 0)),
-        ("two CUDA GPUs", {"cuda": 2}, "cuda: 1", torch.device("cuda", 1)),
-        ("two CUDA GPUs", {"cuda": 2}, " cuda ", torch.device("cuda", 0)),
-        ("two CUDA GPUs", {"cuda": 2}, "gpu", torch.device("cuda", 0)),
-        ("two CUDA GPUs", {"cuda": 2}, "auto", torch.device("cuda", 0)),
-        ("two CUDA GPUs", {"cuda": 2}, "", torch.device("cuda", 0)),
-        ("a machine with no GPU", {"cuda": 0}, " CPU ", torch.device("cpu")),
-        ("a machine with no GPU", {"cuda": 0}, "auto", torch.device("cpu")),
+        (TWO_GPUS, {"cuda": 2}, "CUDA:0", torch.device("cuda", 0)),
+        (TWO_GPUS, {"cuda": 2}, "cuda: 1", torch.device("cuda", 1)),
+        (TWO_GPUS, {"cuda": 2}, " cuda ", torch.device("cuda", 0)),
+        (TWO_GPUS, {"cuda": 2}, "gpu", torch.device("cuda", 0)),
+        (TWO_GPUS, {"cuda": 2}, "auto", torch.device("cuda", 0)),
+        (TWO_GPUS, {"cuda": 2}, "", torch.device("cuda", 0)),
+        (NO_GPU, {"cuda": 0}, " CPU ", torch.device("cpu")),
+        (NO_GPU, {"cuda": 0}, "auto", torch.device("cpu")),
         (BROKEN, BROKEN_SPEC, "auto", torch.device("cpu")),
     ]
     for machine, spec, text, expected in cases:
@@ -88,31 +102,40 @@ def choose_device(fn) -> object:
             result, problem = _chosen(fn, text, machine)
         if problem is not None:
             return problem
+        case = dict(machine=tr(machine), text=repr(text), expected=expected, got=result)
         if result != expected:
             if _ignores_text(fn):
                 return failed(
-                    f"On {machine}, text={text!r} should give {expected}, you returned {result}. Your function "
-                    "ignores the user's text: 'cpu' and 'cuda:1' give the same device.",
-                    "The article's one-liner decides the device by itself. Start from the text instead: "
-                    + NORMALISE_HINT,
-                    more=NORMALISE_MORE,
+                    tr(
+                        "On {machine}, text={text} should give {expected}, you returned {got}. Your function "
+                        "ignores the user's text: 'cpu' and 'cuda:1' give the same device.",
+                        **case,
+                    ),
+                    tr(
+                        "The article's one-liner decides the device by itself. Start from the text instead: {hint}",
+                        hint=tr(NORMALISE_HINT),
+                    ),
+                    more=tr(NORMALISE_MORE),
                     see=SECTION_PICKER,
                 )
-            see, more = SECTION_PICKER, NORMALISE_MORE
+            see, more = SECTION_PICKER, tr(NORMALISE_MORE)
             if result.type == expected.type and result.index is None:
                 see = SECTION_OBJECT
-                hint = (
+                hint = tr(
                     "torch.device('cuda') has no index and != torch.device('cuda:0'); pick_device() "
                     "returns the indexed device, so `tensor.device == device` holds."
                 )
             elif spec.get("cuda_init_error") and result.type == "cuda":
-                hint = BROKEN_HINT
+                hint = tr(BROKEN_HINT)
             elif text in ("", "auto"):
-                hint = "'auto' and an empty text mean the best device present, which pick_device() finds for you."
+                hint = tr("'auto' and an empty text mean the best device present, which pick_device() finds for you.")
             else:
-                hint = NORMALISE_HINT
+                hint = tr(NORMALISE_HINT)
             return failed(
-                f"On {machine}, text={text!r} should give {expected}, you returned {result}.", hint, more=more, see=see
+                tr("On {machine}, text={text} should give {expected}, you returned {got}.", **case),
+                hint,
+                more=more,
+                see=see,
             )
     for machine, spec, text in MISSING:
         with simulated_machine(**spec):
@@ -122,22 +145,37 @@ def choose_device(fn) -> object:
                 result = None
             except Exception as err:  # the learner's error is the feedback
                 return failed(
-                    f"On {machine}, text={text!r} raised {type(err).__name__}: {err}",
-                    "Let pick_device() raise its DeviceError: its message names the devices that are available.",
+                    tr(
+                        "On {machine}, text={text} raised {error_type}: {error}",
+                        machine=tr(machine),
+                        text=repr(text),
+                        error_type=type(err).__name__,
+                        error=err,
+                    ),
+                    tr("Let pick_device() raise its DeviceError: its message names the devices that are available."),
                     see=SECTION_PICKER,
                 )
         if result is not None:
             return failed(
-                f"On {machine}, text={text!r} returned {result}: the user asked for a GPU that is not there.",
-                BROKEN_HINT
+                tr(
+                    "On {machine}, text={text} returned {got}: the user asked for a GPU that is not there.",
+                    machine=tr(machine),
+                    text=repr(text),
+                    got=result,
+                ),
+                tr(BROKEN_HINT)
                 if spec.get("cuda_init_error")
-                else "Never switch devices silently: let pick_device() raise its DeviceError, which says what is "
-                "available.",
+                else tr(
+                    "Never switch devices silently: let pick_device() raise its DeviceError, which says what is "
+                    "available."
+                ),
                 see=SECTION_PICKER,
             )
     return passed(
-        "Forgiving about spaces, case and 'gpu'; 'auto' picks the best device; a missing GPU is an error, not a "
-        "silent switch to the CPU."
+        tr(
+            "Forgiving about spaces, case and 'gpu'; 'auto' picks the best device; a missing GPU is an error, not a "
+            "silent switch to the CPU."
+        )
     )
 
 
@@ -145,11 +183,11 @@ def _weights_for(x: torch.Tensor) -> torch.Tensor:
     return torch.tensor([0.2, 0.3, 0.5], dtype=x.dtype, device=x.device)
 
 
-MIXED_HINT = (
+MIXED_HINT = tr_lazy(
     "A tensor created without device= lives on the CPU, whatever device x is on. Create the weights where x "
     "is, in x's dtype. If your code moves the weights, keep what the move returns: it does not change w."
 )
-MIXED_MORE = (
+MIXED_MORE = tr_lazy(
     "Section 5's methods make a tensor from another one, on its device and in its dtype (the tensor's "
     "new_tensor method takes a list); a factory such as torch.tensor can also be told both, from x's "
     "attributes. Section 8 shows the error a CPU-made constant gives next to a GPU tensor."
@@ -161,53 +199,75 @@ def weighted_score(fn) -> object:
     """``fn(x)`` is ``(x * [0.2, 0.3, 0.5]).sum(-1)`` computed on ``x``'s device, in ``x``'s dtype."""
     device = pick_device()
     cases = [
-        (device, torch.float32, f"x on the course device ({device})"),
-        (OTHER_DEVICE, torch.float32, f"x on {shown(OTHER_DEVICE)}"),
-        (OTHER_DEVICE, torch.float16, f"x in float16 on {shown(OTHER_DEVICE)}"),
+        (device, torch.float32, tr("x on the course device ({device})", device=device)),
+        (OTHER_DEVICE, torch.float32, tr("x on {device}", device=shown(OTHER_DEVICE))),
+        (OTHER_DEVICE, torch.float16, tr("x in {dtype} on {device}", dtype="float16", device=shown(OTHER_DEVICE))),
     ]
     if device.type != "mps":  # MPS has no float64
-        cases.insert(1, (device, torch.float64, f"x in float64 on {device}"))
+        cases.insert(1, (device, torch.float64, tr("x in {dtype} on {device}", dtype="float64", device=device)))
     for where, dtype, label in cases:
         x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, -1.0]], dtype=dtype, device=where)
-        result, problem = call_learner(fn, x, when=f"With {label}", hint=MIXED_HINT, more=MIXED_MORE, see=SECTION_MIXED)
+        result, problem = call_learner(
+            fn,
+            x,
+            when=tr("With {label}", label=label),
+            hint=tr(MIXED_HINT),
+            more=tr(MIXED_MORE),
+            see=SECTION_MIXED,
+        )
         if problem is not None:
             return problem
         if not isinstance(result, torch.Tensor):
             return failed(
-                f"With {label}: return a tensor, not {type(result).__name__}.",
-                "Return the scores as a tensor, where x is; the caller fetches them when it needs the numbers.",
+                tr("With {label}: return a tensor, not {type_name}.", label=label, type_name=type(result).__name__),
+                tr("Return the scores as a tensor, where x is; the caller fetches them when it needs the numbers."),
                 see=SECTION_LIKE,
             )
         if result.device != x.device:
             return failed(
-                f"With {label}, your result is on {result.device}.",
-                "Compute where x is: do not move x, create the weights on x's device.",
-                more=MIXED_MORE,
+                tr("With {label}, your result is on {device}.", label=label, device=result.device),
+                tr("Compute where x is: do not move x, create the weights on x's device."),
+                more=tr(MIXED_MORE),
                 see=SECTION_LIKE,
             )
         if result.dtype != x.dtype:
             if x.dtype == torch.float64 and result.dtype == torch.float32:  # float32 weights would give float64
-                hint = (
+                hint = tr(
                     "Do not cast x (x.float() turns float64 into float32): compute in x's dtype and give the "
                     "weights that dtype too."
                 )
             else:
-                hint = "Give the weights x's dtype too (section 5's methods copy both), and do not cast x itself."
+                hint = tr("Give the weights x's dtype too (section 5's methods copy both), and do not cast x itself.")
             return failed(
-                f"With {label}, your result is {result.dtype}, not {x.dtype}.", hint, more=MIXED_MORE, see=SECTION_LIKE
+                tr("With {label}, your result is {got}, not {want}.", label=label, got=result.dtype, want=x.dtype),
+                hint,
+                more=tr(MIXED_MORE),
+                see=SECTION_LIKE,
             )
         if result.shape != (2,):
             return failed(
-                f"With {label}, your result has shape {tuple(result.shape)}, not (2,).",
-                "One score per row of x: add up along the last dimension.",
+                tr("With {label}, your result has shape {shape}, not (2,).", label=label, shape=tuple(result.shape)),
+                tr("One score per row of x: add up along the last dimension."),
                 see=SECTION_LIKE,
             )
         if where.type != "meta":
             expected = (x * _weights_for(x)).sum(-1)
             if not torch.allclose(result.float().cpu(), expected.float().cpu(), atol=1e-3):
                 return failed(
-                    f"With {label} you returned {result.tolist()}, expected {expected.tolist()}.",
-                    "Each row's score is its three values times 0.2, 0.3 and 0.5, added up.",
+                    tr(
+                        "With {label} you returned {got}, expected {expected}.",
+                        label=label,
+                        got=result.tolist(),
+                        expected=expected.tolist(),
+                    ),
+                    tr("Each row's score is its three values times 0.2, 0.3 and 0.5, added up."),
                     see=SECTION_LIKE,
                 )
-    return passed("The weights are created where x lives, in x's dtype: no device or dtype mix-up anywhere.")
+    return passed(tr("The weights are created where x lives, in x's dtype: no device or dtype mix-up anywhere."))
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy("`fn(text)` turns a user's device text into a `torch.device` that is really there."),
+    tr_lazy("`fn(x)` is `(x * [0.2, 0.3, 0.5]).sum(-1)` computed on `x`'s device, in `x`'s dtype."),
+)
