@@ -4,6 +4,8 @@ The sources Sphinx reads are staged in ``site/_build/src/`` by that command (the
 tested outputs, never re-executed, and the pages of this folder); this file stays here (``sphinx-build -c``).
 """
 
+import logging
+import os
 import sys
 from pathlib import Path
 
@@ -12,10 +14,16 @@ sys.path.insert(0, str(ROOT))
 
 from tools import course  # noqa: E402
 
-project = "PyTorch on CPU and GPU, hands-on"
+# tools/build_site.py builds the site twice: English at the root, then the zh-CN edition under zh-CN/, with
+# COURSE_SITE_LANG=zh-CN. Chinese search segments words with jieba (the site extra installs it).
+SITE_LANGUAGE = os.environ.get("COURSE_SITE_LANG", "en")
+CHINESE = SITE_LANGUAGE == "zh-CN"
+logging.getLogger("jieba").setLevel(logging.WARNING)  # its progress lines are not the build's business
+
+project = "PyTorch 在 CPU 与 GPU 上：动手学" if CHINESE else "PyTorch on CPU and GPU, hands-on"
 author = "the course's authors"
 copyright = "the course's authors; text CC BY 4.0, code MIT"
-language = "en"
+language = "zh_CN" if CHINESE else "en"
 smartquotes = False  # code in prose ('ignore', "cuda") stays as a learner must type it
 
 extensions = ["myst_nb"]
@@ -44,8 +52,40 @@ html_theme_options = {
     "use_source_button": False,
     "use_edit_page_button": False,
     "use_issues_button": False,
-    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    # the theme's launch button opens the English notebook: the Chinese pages keep only their own Colab button
+    "launch_buttons": {} if CHINESE else {"colab_url": "https://colab.research.google.com"},
     "show_toc_level": 2,
     "home_page_in_toc": True,
 }
 html_context = {"default_mode": "auto"}  # light or dark, as the reader's system is
+
+# Each page links to the same page in the other language (the English site's zh-CN/ folder, and back).
+OTHER_LANGUAGE = {"en": ("zh-CN", "中文"), "zh_CN": ("en", "English")}
+
+
+def language_switch(app, pagename, templatename, context, doctree):
+    if "body" not in context:  # search and index pages carry no body of their own
+        return
+    target, label = OTHER_LANGUAGE[app.config.language]
+    up = "../" * pagename.count("/")
+    href = f"{up}zh-CN/{pagename}.html" if target == "zh-CN" else f"{up}../{pagename}.html"
+    link = f'<p class="course-language-switch"><a href="{href}" hreflang="{target}" lang="{target}">{label}</a></p>'
+    context["body"] = link + context["body"]
+
+
+def chinese_search():
+    """Sphinx's Chinese search (jieba for Chinese words, the English stemmer for the others), with its script
+    naming the stemmer it ships: Sphinx 9's names a ``ChineseStemmer`` that does not exist, and every page fails
+    with "ChineseStemmer is not defined"."""
+    from sphinx.search.zh import SearchChinese
+
+    class ChineseSearch(SearchChinese):
+        language_name = "English"  # the script's `window.Stemmer = EnglishStemmer`: the stemmer it includes
+
+    return ChineseSearch
+
+
+def setup(app):
+    app.connect("html-page-context", language_switch)
+    if CHINESE:
+        app.add_search_language(chinese_search())

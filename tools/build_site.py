@@ -3,6 +3,10 @@
     pip install -e ".[site]"
     python tools/build_site.py          # builds site/_build/html/ (warnings are errors), prints where to open it
 
+The site comes in two languages: English at the root, the zh-CN edition (中文版) under ``zh-CN/``, built from
+the Chinese notebooks (``notebooks/zh-CN/``) and the pages translated by their catalogs (``locale/zh_CN/site/``,
+``tools/translate.py``). Every page links to the same page in the other language.
+
 The notebooks are read where they live (``notebooks/``, ``notebooks/solutions/``) and staged, with the same
 paths, in ``site/_build/src/`` (git-ignored), where each copy gets what a web page needs and the notebook does
 not: the cell-tag convention applied (``tools/cell_tags.py``: check-only cells are tagged ``remove-cell``
@@ -18,6 +22,7 @@ copied beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
@@ -32,15 +37,36 @@ if __package__ in (None, ""):
 
 import nbformat
 
-from helpers import known_errors
-from tools import cell_tags, course
+from helpers import i18n, known_errors
+from tools import cell_tags, course, translate
 from tools.sync_links import BADGE, COLAB_LINK
 
 SITE = course.ROOT / "site"
 BUILD = SITE / "_build"
 SRC = BUILD / "src"
 HTML = BUILD / "html"
-TIME_LINE = re.compile(r"\*\*Time:\*\* essentials about (\d+) min, whole notebook about (\d+) min\.")
+TIME_LINE = re.compile(
+    r"\*\*Time:\*\* essentials about (\d+) min, whole notebook about (\d+) min\."
+    r"|\*\*时间：\*\*核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟。"
+)
+ENGLISH, CHINESE = i18n.ENGLISH, i18n.CHINESE
+LANGUAGES = (ENGLISH, CHINESE)
+SWITCH = {ENGLISH: "中文", CHINESE: "English"}  # the link to the other language, in that language
+
+
+def source_dir(lang: str) -> Path:
+    return SRC if lang == ENGLISH else BUILD / f"src-{lang}"
+
+
+def html_dir(lang: str) -> Path:
+    return HTML if lang == ENGLISH else HTML / lang
+
+
+def published(path: Path, lang: str) -> Path:
+    """The notebook a page shows: the English one, or its Chinese twin."""
+    return path if lang == ENGLISH else translate.zh_path(path)
+
+
 SECTION = re.compile(r"^## (\d+)\. ", re.MULTILINE)
 NOTEBOOK_SECTION = re.compile(r"notebook (\d\d)\b[^,;]*(?:, section (\d+))?")
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -55,13 +81,20 @@ def section_label(number: str, section: str) -> str:
     return f"lesson{number}-section-{section}"
 
 
-def buttons(path: Path) -> str:
+BUTTONS = {
+    ENGLISH: ("Open in Colab", "Download the notebook", "View the source"),
+    CHINESE: ("在 Colab 中打开", "下载笔记本", "查看源文件"),
+}
+
+
+def buttons(path: Path, lang: str = ENGLISH) -> str:
     """The button bar under a notebook page's title (raw HTML in its markdown)."""
     rel = course.repo_path(path)
+    colab, download, source = BUTTONS[lang]
     links = [
-        (course.colab_url(path), "colab", "Open in Colab", ""),
-        (path.name, "download", "Download the notebook", f' download="{path.name}"'),
-        (github_url(rel), "source", "View the source", ""),
+        (course.colab_url(path), "colab", colab, ""),
+        (path.name, "download", download, f' download="{path.name}"'),
+        (github_url(rel), "source", source, ""),
     ]
     anchors = "\n".join(
         f'<a class="course-button course-button-{kind}" href="{html.escape(url)}"{extra}>{text}</a>'
@@ -82,14 +115,18 @@ def local_links(text: str, path: Path) -> str:
     return re.sub(rf"\[([^\]]+)\]\(({COLAB_LINK.pattern})\)", relative, text)
 
 
-def stage_notebook(path: Path) -> nbformat.NotebookNode:
-    """The web page's copy of a notebook (see the module's docstring); the notebook itself is not touched."""
+def stage_notebook(path: Path, lang: str = ENGLISH) -> nbformat.NotebookNode:
+    """The web page's copy of a notebook (see the module's docstring); the notebook itself is not touched.
+
+    ``path`` is the English notebook; in Chinese the page shows its twin, with the twin's buttons and links.
+    """
+    english, path = path, published(path, lang)
     nb = nbformat.read(path, as_version=4)
     cell_tags.apply(nb)
-    lesson = course.LESSON_NAME.match(path.name) and path.parent == course.NOTEBOOKS
+    lesson = course.LESSON_NAME.match(english.name) and english.parent == course.NOTEBOOKS
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
-            text = BADGE.sub(lambda _: buttons(path), cell.source, count=1) if i == 0 else cell.source
+            text = BADGE.sub(lambda _: buttons(path, lang), cell.source, count=1) if i == 0 else cell.source
             text = local_links(text, path)
             if lesson:
                 text = SECTION.sub(lambda m: f"({section_label(path.name[:2], m.group(1))})=\n{m.group(0)}", text)
@@ -100,9 +137,13 @@ def stage_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def lesson_rows() -> list[dict]:
+README = {ENGLISH: "README.md", CHINESE: "README.zh-CN.md"}
+
+
+def lesson_rows(lang: str = ENGLISH) -> list[dict]:
     """Number, title, page, minutes (from the title cell) and the README's 'what you learn' of each lesson."""
-    readme = (course.ROOT / "README.md").read_text(encoding="utf-8")
+    readme_path = course.ROOT / README[lang]
+    readme = readme_path.read_text(encoding="utf-8") if readme_path.exists() else ""
     learn = {}
     for line in readme.splitlines():
         parts = [p.strip() for p in line.strip().strip("|").split("|")]
@@ -110,9 +151,10 @@ def lesson_rows() -> list[dict]:
             learn[parts[0]] = parts[2]
     rows = []
     for path in course.lessons():
-        title_cell = nbformat.read(path, as_version=4).cells[0].source
+        title_cell = nbformat.read(published(path, lang), as_version=4).cells[0].source
         title = title_cell.splitlines()[0].lstrip("# ").strip()
-        minutes = TIME_LINE.search(title_cell)
+        found = TIME_LINE.search(title_cell)
+        minutes = [int(m) for m in found.groups() if m] if found else None
         solutions = course.SOLUTIONS / f"{path.stem}_solutions.ipynb"
         rows.append(
             {
@@ -120,8 +162,8 @@ def lesson_rows() -> list[dict]:
                 "title": title,
                 "page": course.repo_path(path),
                 "solutions": course.repo_path(solutions) if solutions.exists() else None,
-                "essentials": int(minutes.group(1)) if minutes else None,
-                "whole": int(minutes.group(2)) if minutes else None,
+                "essentials": minutes[0] if minutes else None,
+                "whole": minutes[1] if minutes else None,
                 "learn": learn.get(path.name[:2], ""),
             }
         )
@@ -134,45 +176,74 @@ def essentials_range(readme: str, numbers: list[str]) -> list[str]:
     return [n for n in numbers if not found or found.group(1) <= n <= found.group(2)]
 
 
-def lessons_page(rows: list[dict]) -> str:
+LESSONS_TEXT = {
+    ENGLISH: {
+        "path": "**The essentials path:** notebooks {first}-{last}, about {minutes} min (about {hours:g} hours; the "
+        "whole notebooks about {whole} min). Read each notebook top to bottom, run its cells and do its exercises, "
+        'and skip every section whose heading starts with "Going deeper:"; nothing after such a section depends on '
+        "it. Notebooks {further} go further.",
+        "row": "- **[{title}]({page})**: essentials {essentials} min, whole {whole} min{solutions}",
+        "solutions": " ([solutions]({page}))",
+        "start": "Where to start",
+        "colab": "- **In Colab, nothing to install:** open [notebook {number} in Colab]({url}) (for a GPU: Runtime > "
+        "Change runtime type > GPU). Its first cell installs the course's helpers; every lesson page has an *Open in "
+        "Colab* button.",
+        "laptop": "- **On a laptop:**",
+        "cpu_first": "# on Linux without an NVIDIA GPU, install the CPU-only torch first:",
+        "doctor": "# what this machine has, and the device the course will use",
+    },
+    CHINESE: {
+        "path": "**核心路线：**第 {first}-{last} 课，约 {minutes} 分钟（约 {hours:g} 小时；完整学完约 {whole} 分钟）。"
+        "每个笔记本从上到下读，运行每个单元格，完成练习；标题以“深入一步：”开头的小节可以跳过，后面的内容不依赖它们。"
+        "第 {further} 课是进阶内容。",
+        "row": "- **[{title}]({page})**：核心内容 {essentials} 分钟，完整 {whole} 分钟{solutions}",
+        "solutions": "（[参考答案]({page})）",
+        "start": "从哪里开始",
+        "colab": "- **在 Colab 中，什么都不用装：**打开 [Colab 中的第 {number} 课]({url})（要用 GPU：Runtime > "
+        "Change runtime type > GPU，即“代码执行程序 > 更改运行时类型”）。它的第一个单元格会安装课程的辅助代码；"
+        "每一课的页面上都有 *Open in Colab* 按钮。",
+        "laptop": "- **在自己的电脑上：**",
+        "cpu_first": "# Linux 上没有 NVIDIA GPU 时，先装只支持 CPU 的 torch：",
+        "doctor": "# 看看这台机器有什么，课程会用哪个设备",
+    },
+}
+
+
+def lessons_page(rows: list[dict], lang: str = ENGLISH) -> str:
+    text = LESSONS_TEXT[lang]
     readme = (course.ROOT / "README.md").read_text(encoding="utf-8")
     path = essentials_range(readme, [r["number"] for r in rows])
     minutes = sum(r["essentials"] or 0 for r in rows if r["number"] in path)
     whole = sum(r["whole"] or 0 for r in rows if r["number"] in path)
+    further = f"{rows[len(path)]['number'] if len(rows) > len(path) else ''}-{rows[-1]['number']}"
     lines = [
-        f"**The essentials path:** notebooks {path[0]}-{path[-1]}, about {minutes} min "
-        f"(about {round(minutes / 60, 1):g} hours; the whole notebooks about {whole} min). Read each notebook top "
-        'to bottom, run its cells and do its exercises, and skip every section whose heading starts with "Going '
-        'deeper:"; nothing after such a section depends on it. Notebooks '
-        f"{rows[len(path)]['number'] if len(rows) > len(path) else ''}-{rows[-1]['number']} go further.",
+        text["path"].format(
+            first=path[0], last=path[-1], minutes=minutes, hours=round(minutes / 60, 1), whole=whole, further=further
+        ),
         "",
     ]
     for r in rows:
-        solutions = f" ([solutions]({r['solutions']}))" if r["solutions"] else ""
-        lines.append(
-            f"- **[{r['title']}]({r['page']})**: essentials {r['essentials']} min, whole {r['whole']} min{solutions}"
-        )
+        solutions = text["solutions"].format(page=r["solutions"]) if r["solutions"] else ""
+        lines.append(text["row"].format(**{**r, "solutions": solutions}))
         if r["learn"]:
             lines += ["", f"  {r['learn']}", ""]
     first = course.lessons()[0]
     start = [
         "",
         "(start-here)=",
-        "## Where to start",
+        f"## {text['start']}",
         "",
-        f"- **In Colab, nothing to install:** open [notebook {first.name[:2]} in Colab]({course.colab_url(first)}) "
-        "(for a GPU: Runtime > Change runtime type > GPU). Its first cell installs the course's helpers; every "
-        "lesson page has an *Open in Colab* button.",
-        "- **On a laptop:**",
+        text["colab"].format(number=first.name[:2], url=course.colab_url(published(first, lang))),
+        text["laptop"],
         "",
         "  ```bash",
         f"  git clone https://github.com/{course.github_slug()}.git",
         f"  cd {course.github_slug().split('/')[1]}",
         "  python -m venv .venv && source .venv/bin/activate   # Windows: .venv\\Scripts\\activate",
-        '  pip install -e ".[lab]"          # on Linux without an NVIDIA GPU, install the CPU-only torch first:',
+        f'  pip install -e ".[lab]"          {text["cpu_first"]}',
         "                                   # pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu",
-        "  python -m helpers.doctor         # what this machine has, and the device the course will use",
-        f"  jupyter lab {course.repo_path(first)}",
+        f"  python -m helpers.doctor         {text['doctor']}",
+        f"  jupyter lab {course.repo_path(published(first, lang))}",
         "  ```",
         "",
     ]
@@ -212,69 +283,118 @@ def lesson_links(lesson: str, labels: set[str]) -> str:
     return NOTEBOOK_SECTION.sub(link, lesson)
 
 
-def errors_page(labels: set[str]) -> str:
+ERRORS_TEXT = {
+    ENGLISH: {
+        "seen": "As it appears in a traceback:",
+        "meaning": "What it means",
+        "fix": "How to fix it",
+        "shown": "Where the course teaches it",
+        "not_shown": "The lesson on its topic (no lesson shows this message)",
+    },
+    CHINESE: {
+        "seen": "它在堆栈回溯（traceback）中的样子：",
+        "meaning": "什么意思",
+        "fix": "怎么修",
+        "shown": "课程在哪里讲它",
+        "not_shown": "相关主题的那一课（没有哪一课演示这条信息）",
+    },
+}
+
+
+@contextlib.contextmanager
+def environment(name: str, value: str):
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def speaking(lang: str):
+    """The course's run-time messages (the known errors' notes, the explainer) in ``lang`` within the block."""
+    return environment("COURSE_LANG", lang)
+
+
+def site_language(lang: str):
+    """The language ``site/conf.py`` configures Sphinx for."""
+    return environment("COURSE_SITE_LANG", lang)
+
+
+def errors_page(labels: set[str], lang: str = ENGLISH) -> str:
     """One section per entry of ``helpers.known_errors.KNOWN_ERRORS``, from whatever fields the entries have."""
+    text = ERRORS_TEXT[lang]
     examples = example_messages()
     out = []
-    for entry in known_errors.KNOWN_ERRORS:
-        seen = list(dict.fromkeys(m for m in examples if known_errors.match(m) is entry))[:3]
-        out += [f"(error-{entry.key})=", f"## {escape(entry.title)}", ""]
-        if seen:
-            out += ["As it appears in a traceback:", "", "```text", *seen, "```", ""]
-        for label, field in (("What it means", "meaning"), ("How to fix it", "fix")):
-            if getattr(entry, field, None):
-                out += [f"**{label}.** {escape(getattr(entry, field))}", ""]
-        if getattr(entry, "lesson", None):
-            shown = getattr(entry, "shown", True)
-            where = "Where the course teaches it" if shown else "The lesson on its topic (no lesson shows this message)"
-            out += [f"**{where}:** {lesson_links(entry.lesson, labels)}", ""]
+    with speaking(lang):
+        for entry in known_errors.KNOWN_ERRORS:
+            seen = list(dict.fromkeys(m for m in examples if known_errors.match(m) is entry))[:3]
+            out += [f"(error-{entry.key})=", f"## {escape(i18n.tr(entry.title))}", ""]
+            if seen:  # PyTorch's own words: never translated, a learner searches for them
+                out += [text["seen"], "", "```text", *seen, "```", ""]
+            for field in ("meaning", "fix"):
+                if getattr(entry, field, None):
+                    out += [f"**{text[field]}.** {escape(i18n.tr(getattr(entry, field)))}", ""]
+            if getattr(entry, "lesson", None):
+                where = text["shown"] if getattr(entry, "shown", True) else text["not_shown"]
+                out += [f"**{where}:** {lesson_links(i18n.tr(entry.lesson), labels)}", ""]
     return "\n".join(out)
 
 
-def explain_example() -> str:
+def explain_example(lang: str = ENGLISH) -> str:
     """What ``python -m helpers.doctor --explain`` prints for the classic mixed-device message."""
     message = (
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
     )
-    entry = known_errors.match(message)
-    return "\n".join(
-        ["```text", f'$ python -m helpers.doctor --explain "{message}"', known_errors.render(entry), "```"]
-    )
+    with speaking(lang):
+        rendered = known_errors.render(known_errors.match(message))
+    return "\n".join(["```text", f'$ python -m helpers.doctor --explain "{message}"', rendered, "```"])
 
 
-def stage() -> None:
-    """Fill ``site/_build/src/`` with the site's sources, the staged notebooks and the generated pages."""
-    if SRC.exists():
-        shutil.rmtree(SRC)
-    shutil.copytree(SITE, SRC, ignore=shutil.ignore_patterns("_build", "conf.py", "__pycache__"))
+def stage(lang: str = ENGLISH) -> None:
+    """Fill the language's source folder with the site's pages, the staged notebooks and the generated pages."""
+    src = source_dir(lang)
+    if src.exists():
+        shutil.rmtree(src)
+    shutil.copytree(SITE, src, ignore=shutil.ignore_patterns("_build", "conf.py", "__pycache__"))
+    if lang != ENGLISH:
+        for page in translate.site_pages():
+            table = translate.translations(translate.page_source(page).catalog)
+            (src / page.name).write_text(translate.translate_markdown(page.read_text(encoding="utf-8"), table))
     labels = set()
     for path in course.all_notebooks():
-        target = SRC / course.repo_path(path)
+        target = src / course.repo_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        nb = stage_notebook(path)
+        nb = stage_notebook(path, lang)
         for cell in nb.cells:
             labels.update(re.findall(r"^\((lesson\d\d-section-\d+)\)=$", cell.source, re.MULTILINE))
         nbformat.write(nb, target)
-    generated = SRC / "_generated"
+    generated = src / "_generated"
     generated.mkdir()
-    (generated / "lessons.md").write_text(lessons_page(lesson_rows()), encoding="utf-8")
-    (generated / "errors.md").write_text(errors_page(labels), encoding="utf-8")
-    (generated / "explain.md").write_text(explain_example(), encoding="utf-8")
+    (generated / "lessons.md").write_text(lessons_page(lesson_rows(lang), lang), encoding="utf-8")
+    (generated / "errors.md").write_text(errors_page(labels, lang), encoding="utf-8")
+    (generated / "explain.md").write_text(explain_example(lang), encoding="utf-8")
 
 
 def build(jobs: str = "auto", quiet: bool = True) -> Path:
-    """Stage and build; raises SystemExit with Sphinx's status when the build fails (warnings included)."""
+    """Stage and build both languages; raises SystemExit with Sphinx's status when a build fails (warnings
+    included). Returns the English landing page; the Chinese one is ``zh-CN/index.html`` beside it."""
     from sphinx.cmd.build import build_main
 
-    stage()
     for old in (HTML, BUILD / "doctrees"):  # a clean build: no page of an earlier build survives
         shutil.rmtree(old, ignore_errors=True)
-    args = ["-W", "--keep-going", "-b", "html", "-c", str(SITE), "-d", str(BUILD / "doctrees"), "-j", jobs]
-    status = build_main([*args, *(["-q"] if quiet else []), str(SRC), str(HTML)])
-    if status:
-        raise SystemExit(status)
-    for path in course.all_notebooks():  # the download button: the notebook itself, as in the repository
-        shutil.copy2(path, HTML / course.repo_path(path))
+    for lang in LANGUAGES:
+        stage(lang)
+        args = ["-W", "--keep-going", "-b", "html", "-c", str(SITE), "-d", str(BUILD / "doctrees" / lang), "-j", jobs]
+        with site_language(lang):
+            status = build_main([*args, *(["-q"] if quiet else []), str(source_dir(lang)), str(html_dir(lang))])
+        if status:
+            raise SystemExit(status)
+        for path in course.all_notebooks():  # the download button: the notebook itself, as in the repository
+            shutil.copy2(published(path, lang), html_dir(lang) / course.repo_path(path))
     return HTML / "index.html"
 
 
