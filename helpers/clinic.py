@@ -24,9 +24,9 @@ import sysconfig
 import types
 from pathlib import Path
 
+from helpers.i18n import tr
 from helpers.known_errors import explain_exception, render
 
-FULL_TRACEBACK_HINT = "%tb prints the full traceback"
 _STATE = {"full": False, "previous": None}  # %clinic full / short; the custom handler this one replaced
 
 
@@ -94,11 +94,17 @@ def short_traceback(shell, etype, value, tb) -> list[str] | None:
         stb = shell.InteractiveTB.structured_traceback(etype, value, short, tb_offset=0)
     finally:
         value.__cause__, value.__context__, value.__suppress_context__ = chained
-    frames = "frame" if left_out == 1 else "frames"
-    line = (
-        f"[device error clinic] {left_out} {frames} inside torch and the course's helpers left out: "
-        f"{FULL_TRACEBACK_HINT}."
-    )
+    if left_out == 1:
+        line = tr(
+            "[device error clinic] 1 frame inside torch and the course's helpers left out: "
+            "%tb prints the full traceback."
+        )
+    else:
+        line = tr(
+            "[device error clinic] {count} frames inside torch and the course's helpers left out: "
+            "%tb prints the full traceback.",
+            count=left_out,
+        )
     return [*stb[:-1], line, stb[-1]]
 
 
@@ -133,12 +139,17 @@ def clinic_magic(line: str) -> None:
     if choice in ("full", "short"):
         _STATE["full"] = choice == "full"
     elif choice:
-        print("%clinic takes 'full' or 'short'.")
+        print(tr("%clinic takes 'full' or 'short'."))
         return
-    print(
-        "[device error clinic] tracebacks of known device errors: "
-        + ("full." if _STATE["full"] else f"your frames and the last line ({FULL_TRACEBACK_HINT}).")
-    )
+    if _STATE["full"]:
+        print(tr("[device error clinic] tracebacks of known device errors: full."))
+    else:
+        print(
+            tr(
+                "[device error clinic] tracebacks of known device errors: your frames and the last line "
+                "(%tb prints the full traceback)."
+            )
+        )
 
 
 def load_ipython_extension(ipython) -> None:

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from helpers.config import DEVICE_ENV
+from helpers.i18n import tr, tr_lazy
 
 Status = Literal["OK", "WARN", "FAIL"]
+DESCRIPTION = tr_lazy("Device doctor: ``python -m helpers.doctor`` says whether the course can run here, and on what.")
 
 MIN_PYTHON = (3, 11)
 MIN_TORCH = (2, 7)  # keep in step with pyproject.toml (tests/test_doctor.py checks it)
@@ -36,7 +38,7 @@ SMI_TIMEOUT_S = 10
 SELECTOR = "https://pytorch.org/get-started/locally/"
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
 INSTALL = 'pip install -e ".[lab]"'  # the learner's install (README's quick start)
-COLAB_GPU = "in Colab: Runtime > Change runtime type > GPU, then run the notebook again"
+COLAB_GPU = tr_lazy("in Colab: Runtime > Change runtime type > GPU, then run the notebook again")
 
 
 @dataclass(frozen=True)
@@ -111,12 +113,12 @@ def _run_nvidia_smi(*args: str) -> tuple[Literal["ok", "missing", "failed"], str
     except FileNotFoundError:
         return "missing", "nvidia-smi not found"
     except subprocess.TimeoutExpired:
-        return "failed", f"nvidia-smi did not answer within {SMI_TIMEOUT_S} s"
+        return "failed", tr("nvidia-smi did not answer within {seconds} s", seconds=SMI_TIMEOUT_S)
     except OSError as err:
         return "failed", _error(err)
     if proc.returncode != 0:
         lines = (proc.stdout + proc.stderr).strip().splitlines()
-        return "failed", lines[0].strip() if lines else f"nvidia-smi exited with code {proc.returncode}"
+        return "failed", lines[0].strip() if lines else tr("nvidia-smi exited with code {code}", code=proc.returncode)
     return "ok", proc.stdout
 
 
@@ -173,7 +175,7 @@ def _gather_torch(facts: Facts) -> None:
         try:
             _query_devices(torch, facts)
         except Exception as err:  # a torch that imports but breaks when asked about its devices
-            failed.append(f"asking PyTorch about devices failed: {_error(err)}")
+            failed.append(tr("asking PyTorch about devices failed: {error}", error=_error(err)))
     facts.torch_warnings = list(dict.fromkeys(str(w.message).strip() for w in caught)) + failed
 
 
@@ -288,16 +290,17 @@ def _index_hint(torch_version: str | None) -> str:
     return f" --index-url {WHEEL_INDEX}{tag}" if tag else ""
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _gpus(n: int) -> str:
+    """ "1 GPU", "2 GPUs"."""
+    return tr("1 GPU") if n == 1 else tr("{n} GPUs", n=n)
 
 
 def _build(facts: Facts) -> str:
     if facts.cuda_build:
-        return f"CUDA {facts.cuda_build} build"
+        return tr("CUDA {version} build", version=facts.cuda_build)
     if facts.hip_build:
-        return f"ROCm {facts.hip_build} build"
-    return "CPU-only build"
+        return tr("ROCm {version} build", version=facts.hip_build)
+    return tr("CPU-only build")
 
 
 def _leading_int(text: str) -> int | None:
@@ -308,11 +311,13 @@ def _leading_int(text: str) -> int | None:
 
 def _indices(count: int) -> str:
     """nvidia-smi's GPU indices: "index 0", "indices 0-3"."""
-    return "index 0" if count == 1 else f"indices 0-{count - 1}"
+    return tr("index 0") if count == 1 else tr("indices 0-{last}", last=count - 1)
 
 
 def _smi_lists(facts: Facts) -> str:
-    return f"nvidia-smi lists {_plural(len(facts.smi_gpus), 'GPU')}: {_indices(len(facts.smi_gpus))}"
+    return tr(
+        "nvidia-smi lists {gpus}: {indices}", gpus=_gpus(len(facts.smi_gpus)), indices=_indices(len(facts.smi_gpus))
+    )
 
 
 def cvd_selects(value: str, count: int, uuids: list[str]) -> tuple[list[int], str | None] | None:
@@ -330,18 +335,22 @@ def cvd_selects(value: str, count: int, uuids: list[str]) -> tuple[list[int], st
         if by_uuid:
             hits = [i for i, uuid in enumerate(uuids) if entry.startswith("GPU-") and uuid.startswith(entry)]
             index = hits[0] if len(hits) == 1 else None
-            problem = f"no GPU has the UUID {entry!r}" if not hits else f"{entry!r} matches {len(hits)} GPUs' UUIDs"
+            problem = (
+                tr("no GPU has the UUID {entry!r}", entry=entry)
+                if not hits
+                else tr("{entry!r} matches {count} GPUs' UUIDs", entry=entry, count=len(hits))
+            )
         else:
             number = _leading_int(entry)
             index = number if number is not None and 0 <= number < count else None
             if number is None:
-                problem = f"{entry!r} is not a GPU index" if entry else None
+                problem = tr("{entry!r} is not a GPU index", entry=entry) if entry else None
             else:
-                problem = f"there is no GPU {number}" if number >= 0 else None
+                problem = tr("there is no GPU {number}", number=number) if number >= 0 else None
         if index is None:
             return chosen, problem
         if index in chosen:
-            return [], f"GPU {index} is named twice"
+            return [], tr("GPU {index} is named twice", index=index)
         chosen.append(index)
     return chosen, None
 
@@ -355,10 +364,12 @@ def _cvd_reading(facts: Facts) -> tuple[list[int], str | None] | None:
 
 def _cvd_fix(facts: Facts) -> str:
     example = "CUDA_VISIBLE_DEVICES=0" + (",1" if len(facts.smi_gpus) > 1 else "")
-    return (
-        f"unset it (`unset CUDA_VISIBLE_DEVICES`) or set it to GPUs that exist ({_smi_lists(facts)}; e.g. "
-        f"{example}; `nvidia-smi -L` shows their UUIDs) before Python starts; CUDA reads it once, when it "
-        "initializes, so in Jupyter restart the kernel after changing it"
+    return tr(
+        "unset it (`unset CUDA_VISIBLE_DEVICES`) or set it to GPUs that exist ({lists}; e.g. "
+        "{example}; `nvidia-smi -L` shows their UUIDs) before Python starts; CUDA reads it once, when it "
+        "initializes, so in Jupyter restart the kernel after changing it",
+        lists=_smi_lists(facts),
+        example=example,
     )
 
 
@@ -404,7 +415,11 @@ def _older_cuda_wheel(facts: Facts, supports: str | None) -> str | None:
         return None
     if tag == _local_tag(facts.torch_version):
         return None
-    return f"`pip uninstall -y torch torchvision`, then `pip install {pins} --index-url {WHEEL_INDEX}{tag}`"
+    return tr(
+        "`pip uninstall -y torch torchvision`, then `pip install {pins} --index-url {index}`",
+        pins=pins,
+        index=f"{WHEEL_INDEX}{tag}",
+    )
 
 
 # Integrated (Jetson, Thor) GPUs: kernels built for a discrete GPU of the same major version do not run there,
@@ -453,25 +468,38 @@ def _arch_fix(facts: Facts, gpu: Gpu) -> str:
     """How to get kernels for ``gpu``: a wheel for an older CUDA (old GPUs) or a newer one (new GPUs)."""
     device = _release(gpu.capability) or (0, 0)
     oldest = min(code for _, code, _ in filter(None, map(_arch_code, facts.cuda_arch_list)))
-    meanwhile = f"meanwhile the course runs on the CPU with {DEVICE_ENV}=cpu"
+    meanwhile = tr("meanwhile the course runs on the CPU with {setting}", setting=f"{DEVICE_ENV}=cpu")
     if device[0] * 10 + device[1] < oldest:
         if device >= (5, 0) and _local_tag(facts.torch_version) != "cu126":
-            return (
+            return tr(
                 "install PyTorch's CUDA 12.6 build, whose x86-64 wheels still carry kernels for compute "
-                f"capability 5.0 to 7.0 (sm_50 sm_60 sm_70): `pip uninstall -y torch torchvision`, then "
-                f"`pip install torch torchvision --index-url {WHEEL_INDEX}cu126`; {meanwhile}"
+                "capability 5.0 to 7.0 (sm_50 sm_60 sm_70): `pip uninstall -y torch torchvision`, then "
+                "`pip install torch torchvision --index-url {index}`; {meanwhile}",
+                index=f"{WHEEL_INDEX}cu126",
+                meanwhile=meanwhile,
             )
-        return f"no PyTorch the course supports has kernels for this GPU: {meanwhile}, or {COLAB_GPU}"
+        return tr(
+            "no PyTorch the course supports has kernels for this GPU: {meanwhile}, or {colab}",
+            meanwhile=meanwhile,
+            colab=tr(COLAB_GPU),
+        )
     newer = _release(facts.cuda_build) is not None and _release(facts.cuda_build) < (13, 0)
     command = (
-        f"`pip uninstall -y torch torchvision`, then `pip install torch torchvision --index-url {WHEEL_INDEX}cu130` "
-        "(needs a driver that supports CUDA 13.0)"
+        tr(
+            "`pip uninstall -y torch torchvision`, then `pip install torch torchvision --index-url {index}` "
+            "(needs a driver that supports CUDA 13.0)",
+            index=f"{WHEEL_INDEX}cu130",
+        )
         if newer
         else f"`pip install --upgrade torch torchvision{_index_hint(facts.torch_version)}`"
     )
-    return (
-        f"install a PyTorch whose kernels include compute capability {gpu.capability} (newer GPUs need newer "
-        f"CUDA builds and releases; the selector at {SELECTOR} lists them): {command}; {meanwhile}"
+    return tr(
+        "install a PyTorch whose kernels include compute capability {capability} (newer GPUs need newer "
+        "CUDA builds and releases; the selector at {selector} lists them): {command}; {meanwhile}",
+        capability=gpu.capability,
+        selector=SELECTOR,
+        command=command,
+        meanwhile=meanwhile,
     )
 
 
@@ -482,9 +510,12 @@ def _check_python(facts: Facts) -> Check:
         return Check(
             "FAIL",
             "Python",
-            f"{version} is too old: the course needs Python {need} or newer",
-            f"create an environment with a newer Python: `conda env create -f environment.yml`, or "
-            f"`python3.12 -m venv .venv`, activate it, then `{INSTALL}` from the repository root",
+            tr("{version} is too old: the course needs Python {need} or newer", version=version, need=need),
+            tr(
+                "create an environment with a newer Python: `conda env create -f environment.yml`, or "
+                "`python3.12 -m venv .venv`, activate it, then `{install}` from the repository root",
+                install=INSTALL,
+            ),
         )
     return Check("OK", "Python", version)
 
@@ -496,16 +527,24 @@ def _check_torch(facts: Facts) -> Check:
             return Check(
                 "FAIL",
                 "torch",
-                f"PyTorch is not installed in this Python ({error})",
-                f"from the repository root: `{INSTALL}` (installs PyTorch and the course); "
-                f"or run the command the selector at {SELECTOR} gives for your system",
+                tr("PyTorch is not installed in this Python ({error})", error=error),
+                tr(
+                    "from the repository root: `{install}` (installs PyTorch and the course); "
+                    "or run the command the selector at {selector} gives for your system",
+                    install=INSTALL,
+                    selector=SELECTOR,
+                ),
             )
         return Check(
             "FAIL",
             "torch",
-            f"PyTorch is installed but does not import: {error}",
-            f"reinstall it: `pip uninstall -y torch torchvision`, then `{INSTALL}` from the repository root "
-            f"(or the command from {SELECTOR})",
+            tr("PyTorch is installed but does not import: {error}", error=error),
+            tr(
+                "reinstall it: `pip uninstall -y torch torchvision`, then `{install}` from the repository root "
+                "(or the command from {selector})",
+                install=INSTALL,
+                selector=SELECTOR,
+            ),
         )
     release = _release(facts.torch_version)
     if release is not None and release < MIN_TORCH:
@@ -513,11 +552,18 @@ def _check_torch(facts: Facts) -> Check:
         return Check(
             "FAIL",
             "torch",
-            f"{facts.torch_version} ({_build(facts)}) is too old: the course needs torch {need} or newer",
-            f'upgrade both together: `pip install --upgrade "torch>={need}" torchvision'
-            f"{_index_hint(facts.torch_version)}`",
+            tr(
+                "{version} ({build}) is too old: the course needs torch {need} or newer",
+                version=facts.torch_version,
+                build=_build(facts),
+                need=need,
+            ),
+            tr(
+                "upgrade both together: {command}",
+                command=f'`pip install --upgrade "torch>={need}" torchvision{_index_hint(facts.torch_version)}`',
+            ),
         )
-    return Check("OK", "torch", f"{facts.torch_version} ({_build(facts)})")
+    return Check("OK", "torch", tr("{version} ({build})", version=facts.torch_version, build=_build(facts)))
 
 
 def _check_torchvision(facts: Facts) -> Check:
@@ -525,25 +571,35 @@ def _check_torchvision(facts: Facts) -> Check:
     want = matching_torchvision(torch_version)
     torch_minor = ".".join(map(str, _release(torch_version) or ()))
     pin = f'"torch=={torch_minor}.*" "torchvision=={want[0]}.{want[1]}.*"' if want else "torch torchvision"
-    reinstall = f"reinstall both together: `pip install {pin}{_index_hint(torch_version)}`"
+    reinstall = tr("reinstall both together: {command}", command=f"`pip install {pin}{_index_hint(torch_version)}`")
     if facts.torchvision_version is None:
         error = facts.torchvision_error or "ModuleNotFoundError: No module named 'torchvision'"
-        problem = "is not installed" if error.startswith("ModuleNotFoundError") else "does not import"
-        return Check("FAIL", "torchvision", f"{problem} ({error})", reinstall)
+        if error.startswith("ModuleNotFoundError"):
+            return Check("FAIL", "torchvision", tr("is not installed ({error})", error=error), reinstall)
+        return Check("FAIL", "torchvision", tr("does not import ({error})", error=error), reinstall)
     have = _release(facts.torchvision_version)
     if want is None or have is None:
         return Check(
             "WARN",
             "torchvision",
-            f"{facts.torchvision_version}: cannot tell whether it pairs with torch {torch_version}",
-            "check the table at https://github.com/pytorch/vision#installation",
+            tr(
+                "{version}: cannot tell whether it pairs with torch {torch}",
+                version=facts.torchvision_version,
+                torch=torch_version,
+            ),
+            tr("check the table at https://github.com/pytorch/vision#installation"),
         )
     if have != want:
         return Check(
             "FAIL",
             "torchvision",
-            f"{facts.torchvision_version} does not match torch {torch_version} "
-            f"(torch {torch_minor} pairs with torchvision {want[0]}.{want[1]})",
+            tr(
+                "{version} does not match torch {torch} (torch {minor} pairs with torchvision {want})",
+                version=facts.torchvision_version,
+                torch=torch_version,
+                minor=torch_minor,
+                want=f"{want[0]}.{want[1]}",
+            ),
             reinstall,
         )
     tv_tag, torch_tag = _local_tag(facts.torchvision_version), _local_tag(torch_version)
@@ -551,10 +607,20 @@ def _check_torchvision(facts: Facts) -> Check:
         return Check(
             "FAIL",
             "torchvision",
-            f"{facts.torchvision_version} is built for {tv_tag} but torch {torch_version} for {torch_tag}",
+            tr(
+                "{version} is built for {tag} but torch {torch} for {torch_tag}",
+                version=facts.torchvision_version,
+                tag=tv_tag,
+                torch=torch_version,
+                torch_tag=torch_tag,
+            ),
             reinstall,
         )
-    return Check("OK", "torchvision", f"{facts.torchvision_version} (matches torch {torch_minor})")
+    return Check(
+        "OK",
+        "torchvision",
+        tr("{version} (matches torch {minor})", version=facts.torchvision_version, minor=torch_minor),
+    )
 
 
 def _check_driver(facts: Facts) -> Check | None:
@@ -564,25 +630,39 @@ def _check_driver(facts: Facts) -> Check | None:
         return Check(
             "OK",
             "NVIDIA driver",
-            "works (PyTorch uses the GPU); nvidia-smi is not installed here (some containers), so its version "
-            "and the newest CUDA it supports go unreported: nothing to fix",
+            tr(
+                "works (PyTorch uses the GPU); nvidia-smi is not installed here (some containers), so its version "
+                "and the newest CUDA it supports go unreported: nothing to fix"
+            ),
         )
     if facts.nvidia_smi == "missing" and (facts.cuda_init_error or _driver_too_old(facts)[0]):
-        found = "nvidia-smi not found (some containers), but PyTorch found a driver: see the CUDA line"
+        found = tr("nvidia-smi not found (some containers), but PyTorch found a driver: see the CUDA line")
         return Check("OK", "NVIDIA driver", found)
     if facts.nvidia_smi == "missing":
-        return Check("OK", "NVIDIA driver", "none (nvidia-smi not found): normal on a machine without an NVIDIA GPU")
+        return Check(
+            "OK", "NVIDIA driver", tr("none (nvidia-smi not found): normal on a machine without an NVIDIA GPU")
+        )
     if facts.nvidia_smi == "failed":
         return Check(
             "WARN",
             "NVIDIA driver",
-            f"nvidia-smi is installed but fails: {facts.nvidia_smi_error}",
-            "the NVIDIA driver is not working: reboot, or reinstall the driver; "
-            "in a container, start it with GPU access (`docker run --gpus all ...`)",
+            tr("nvidia-smi is installed but fails: {error}", error=facts.nvidia_smi_error),
+            tr(
+                "the NVIDIA driver is not working: reboot, or reinstall the driver; "
+                "in a container, start it with GPU access (`docker run --gpus all ...`)"
+            ),
         )
-    cuda = f", supports CUDA up to {facts.driver_cuda}" if facts.driver_cuda else ""
-    gpus = ", ".join(facts.smi_gpus) or "no GPU"
-    return Check("OK", "NVIDIA driver", f"{facts.driver_version}{cuda}; nvidia-smi lists {gpus}")
+    gpus = ", ".join(facts.smi_gpus) or tr("no GPU")
+    if facts.driver_cuda:
+        detail = tr(
+            "{driver}, supports CUDA up to {cuda}; nvidia-smi lists {gpus}",
+            driver=facts.driver_version,
+            cuda=facts.driver_cuda,
+            gpus=gpus,
+        )
+    else:
+        detail = tr("{driver}; nvidia-smi lists {gpus}", driver=facts.driver_version, gpus=gpus)
+    return Check("OK", "NVIDIA driver", detail)
 
 
 def _cvd_hides_all(facts: Facts) -> bool:
@@ -595,33 +675,57 @@ def _cvd_hides_all(facts: Facts) -> bool:
 
 def _cuda_wheel_fix(facts: Facts) -> str:
     """Reinstall PyTorch from the CUDA wheel index (for a machine with an NVIDIA GPU and a wheel without CUDA)."""
-    supports = f" (nvidia-smi: this driver supports CUDA up to {facts.driver_cuda})" if facts.driver_cuda else ""
-    return (
-        f"reinstall PyTorch from pytorch.org's CUDA wheel index: `pip uninstall -y torch torchvision`, then "
-        f"`pip install torch torchvision --index-url {WHEEL_INDEX}cu126`; pick the CUDA version the driver "
-        f"supports{supports} (cu126 = CUDA 12.6; the selector at {SELECTOR} lists them)"
+    return tr(
+        "reinstall PyTorch from pytorch.org's CUDA wheel index: `pip uninstall -y torch torchvision`, then "
+        "`pip install torch torchvision --index-url {index}`; pick the CUDA version the driver "
+        "supports{supports} (cu126 = CUDA 12.6; the selector at {selector} lists them)",
+        index=f"{WHEEL_INDEX}cu126",
+        supports=_driver_supports(facts),
+        selector=SELECTOR,
     )
+
+
+def _driver_supports(facts: Facts) -> str:
+    """ " (nvidia-smi: this driver supports CUDA up to 12.4)", or "" when nvidia-smi did not say."""
+    if not facts.driver_cuda:
+        return ""
+    return tr(" (nvidia-smi: this driver supports CUDA up to {cuda})", cuda=facts.driver_cuda)
 
 
 def _check_rocm(facts: Facts) -> Check:
     build = _build(facts)
     if facts.cuda_available and facts.gpus:
-        amd = 'AMD GPUs appear as "cuda" devices in PyTorch (torch.cuda, device="cuda")'
-        return Check("OK", "ROCm", f"{build}: {amd}; {_plural(len(facts.gpus), 'GPU')} available")
+        return Check(
+            "OK",
+            "ROCm",
+            tr(
+                '{build}: AMD GPUs appear as "cuda" devices in PyTorch (torch.cuda, device="cuda"); {gpus} available',
+                build=build,
+                gpus=_gpus(len(facts.gpus)),
+            ),
+        )
     if facts.nvidia_smi == "ok" and facts.smi_gpus:
         return Check(
             "WARN",
             "ROCm",
-            f"{build}, a PyTorch for AMD GPUs, but nvidia-smi lists an NVIDIA GPU: the course runs on the CPU",
+            tr(
+                "{build}, a PyTorch for AMD GPUs, but nvidia-smi lists an NVIDIA GPU: the course runs on the CPU",
+                build=build,
+            ),
             _cuda_wheel_fix(facts),
         )
     return Check(
         "OK",
         "ROCm",
-        f'{build}, but PyTorch sees no AMD GPU (they appear as "cuda" devices): the course runs on the CPU',
-        "if this machine has an AMD GPU, check that ROCm lists it (`rocm-smi` or `amd-smi`) and that your user "
-        "is in the video and render groups; in a container, pass the GPU in "
-        "(`docker run --device=/dev/kfd --device=/dev/dri ...`)",
+        tr(
+            '{build}, but PyTorch sees no AMD GPU (they appear as "cuda" devices): the course runs on the CPU',
+            build=build,
+        ),
+        tr(
+            "if this machine has an AMD GPU, check that ROCm lists it (`rocm-smi` or `amd-smi`) and that your user "
+            "is in the video and render groups; in a container, pass the GPU in "
+            "(`docker run --device=/dev/kfd --device=/dev/dri ...`)"
+        ),
     )
 
 
@@ -630,90 +734,127 @@ def _check_cuda(facts: Facts) -> Check:
         return _check_rocm(facts)
     build = _build(facts)
     smi_has_gpu = facts.nvidia_smi == "ok" and bool(facts.smi_gpus)
-    supports = f" (nvidia-smi: this driver supports CUDA up to {facts.driver_cuda})" if facts.driver_cuda else ""
     if not facts.cuda_build:
         if smi_has_gpu:
             return Check(
                 "WARN",
                 "CUDA",
-                "you have an NVIDIA GPU but a CPU-only PyTorch: the course runs on the CPU",
+                tr("you have an NVIDIA GPU but a CPU-only PyTorch: the course runs on the CPU"),
                 _cuda_wheel_fix(facts),
             )
-        return Check("OK", "CUDA", f"{build}: runs on the CPU" + (" or Apple MPS" if facts.mps_available else ""))
+        if facts.mps_available:
+            return Check("OK", "CUDA", tr("{build}: runs on the CPU or Apple MPS", build=build))
+        return Check("OK", "CUDA", tr("{build}: runs on the CPU", build=build))
     if facts.cuda_available and facts.gpus:
-        return Check("OK", "CUDA", f"{build}, CUDA available: {_plural(len(facts.gpus), 'GPU')}")
+        return Check("OK", "CUDA", tr("{build}, CUDA available: {gpus}", build=build, gpus=_gpus(len(facts.gpus))))
     if _cvd_hides_all(facts):
         reading = _cvd_reading(facts)
-        why = f": {reading[1]}" if reading and reading[1] else ""
+        why = tr(": {problem}", problem=reading[1]) if reading and reading[1] else ""
         return Check(
             "WARN",
             "CUDA",
-            f"{build}, but CUDA_VISIBLE_DEVICES={facts.cuda_visible_devices!r} hides every GPU{why} "
-            f'({_smi_lists(facts)}); a CUDA call raises "No CUDA GPUs are available" and the course runs on the CPU',
+            tr(
+                "{build}, but CUDA_VISIBLE_DEVICES={value!r} hides every GPU{why} ({lists}); a CUDA call raises "
+                '"No CUDA GPUs are available" and the course runs on the CPU',
+                build=build,
+                value=facts.cuda_visible_devices,
+                why=why,
+                lists=_smi_lists(facts),
+            ),
             _cvd_fix(facts),
         )
     said = _torch_said(facts)
-    said_text = f" PyTorch said: {' '.join(said)}" if said else ""
+    said_text = tr(" PyTorch said: {said}", said=" ".join(said)) if said else ""
     too_old, driver_supports = _driver_too_old(facts)
     if too_old:
-        driver = f"NVIDIA driver {facts.driver_version}" if facts.driver_version else "NVIDIA driver"
-        upto = f" supports CUDA up to {driver_supports}" if driver_supports else " is older than it needs"
+        driver = (
+            tr("NVIDIA driver {version}", version=facts.driver_version) if facts.driver_version else tr("NVIDIA driver")
+        )
+        if driver_supports:
+            upto = tr("it supports CUDA up to {cuda}", cuda=driver_supports)
+        else:
+            upto = tr("it is older than it needs")
         wheel = _older_cuda_wheel(facts, driver_supports)
+        fix = tr("update the NVIDIA driver to one that supports CUDA {cuda}", cuda=facts.cuda_build)
+        if driver_supports:
+            fix += tr(" (this one supports CUDA up to {cuda})", cuda=driver_supports)
+        if wheel:
+            fix += tr("; or install a PyTorch built for an older CUDA: {wheel}", wheel=wheel)
+        fix += tr(" (the selector at {selector} lists the CUDA versions of each release)", selector=SELECTOR)
         return Check(
             "WARN",
             "CUDA",
-            f"{build}, but the {driver} is too old for it: it{upto}. PyTorch cannot use the GPU: the course "
-            f"runs on the CPU.{said_text}",
-            f"update the NVIDIA driver to one that supports CUDA {facts.cuda_build}"
-            + (f" (this one supports CUDA up to {driver_supports})" if driver_supports else "")
-            + (f"; or install a PyTorch built for an older CUDA: {wheel}" if wheel else "")
-            + f" (the selector at {SELECTOR} lists the CUDA versions of each release)",
+            tr(
+                "{build}, but the {driver} is too old for it: {upto}. PyTorch cannot use the GPU: the course "
+                "runs on the CPU.{said}",
+                build=build,
+                driver=driver,
+                upto=upto,
+                said=said_text,
+            ),
+            fix,
         )
     if smi_has_gpu or facts.cuda_init_error:
         return Check(
             "WARN",
             "CUDA",
-            f"{build}, and the driver sees a GPU, but CUDA cannot start: the course runs on the CPU.{said_text}",
-            "this is reported after a driver update without a reboot, after a laptop wakes from sleep, and in a "
-            "container not given the GPU: reboot (in a container, start it with `docker run --gpus all ...`); "
-            f"if it persists, reinstall the NVIDIA driver{supports}",
+            tr(
+                "{build}, and the driver sees a GPU, but CUDA cannot start: the course runs on the CPU.{said}",
+                build=build,
+                said=said_text,
+            ),
+            tr(
+                "this is reported after a driver update without a reboot, after a laptop wakes from sleep, and in a "
+                "container not given the GPU: reboot (in a container, start it with `docker run --gpus all ...`); "
+                "if it persists, reinstall the NVIDIA driver{supports}",
+                supports=_driver_supports(facts),
+            ),
         )
     if facts.mps_available:
-        return Check("OK", "CUDA", f"{build}, but no NVIDIA GPU is usable: the course runs on the Apple GPU (MPS)")
+        return Check(
+            "OK",
+            "CUDA",
+            tr("{build}, but no NVIDIA GPU is usable: the course runs on the Apple GPU (MPS)", build=build),
+        )
     seen = {
-        "missing": "no NVIDIA driver is visible to this process (no nvidia-smi, and CUDA does not start)",
-        "failed": "the NVIDIA driver does not work (see the NVIDIA driver line)",
-        "ok": "the NVIDIA driver lists no GPU",
+        "missing": tr_lazy("no NVIDIA driver is visible to this process (no nvidia-smi, and CUDA does not start)"),
+        "failed": tr_lazy("the NVIDIA driver does not work (see the NVIDIA driver line)"),
+        "ok": tr_lazy("the NVIDIA driver lists no GPU"),
     }[facts.nvidia_smi]
     return Check(
         "OK",
         "CUDA",
-        f"{build}, but {seen}: the course runs on the CPU",
-        f"to use a GPU {COLAB_GPU}; on a machine with an NVIDIA GPU, install its driver (nvidia-smi comes with "
-        "it); in a container, the host needs the NVIDIA Container Toolkit and the container GPU access "
-        "(`docker run --gpus all ...`)",
+        tr("{build}, but {seen}: the course runs on the CPU", build=build, seen=tr(seen)),
+        tr(
+            "to use a GPU {colab}; on a machine with an NVIDIA GPU, install its driver (nvidia-smi comes with "
+            "it); in a container, the host needs the NVIDIA Container Toolkit and the container GPU access "
+            "(`docker run --gpus all ...`)",
+            colab=tr(COLAB_GPU),
+        ),
     )
 
 
 def _check_gpus(facts: Facts) -> list[Check]:
     if not facts.gpus:
-        return [Check("OK", "GPUs", "none visible to PyTorch")]
+        return [Check("OK", "GPUs", tr("none visible to PyTorch"))]
     checks = []
     for gpu in facts.gpus:
-        kind = gpu.arch or f"compute capability {gpu.capability}"
+        kind = gpu.arch or tr("compute capability {capability}", capability=gpu.capability)
         detail = f"{gpu.name}, {gpu.memory_gib:.1f} GiB, {kind}"
         support = None if facts.hip_build else arch_support(gpu.capability, facts.cuda_arch_list, facts.cuda_build)
-        built = f"built for {' '.join(facts.cuda_arch_list)}"
+        built = " ".join(facts.cuda_arch_list)
         if support == "none":
-            detail += (
-                f": this PyTorch has no kernels for it ({built}); CUDA work there fails with "
-                '"no kernel image is available for execution on the device"'
+            detail += tr(
+                ': this PyTorch has no kernels for it (built for {built}); CUDA work there fails with "no kernel '
+                'image is available for execution on the device"',
+                built=built,
             )
             checks.append(Check("FAIL", f"GPU {gpu.index}", detail, _arch_fix(facts, gpu)))
         elif support == "ptx":
-            detail += (
-                f": this PyTorch has no kernels compiled for it ({built}); the driver compiles the build's "
-                "PTX (compute_XX) for it at run time: a slow start, and PyTorch warns"
+            detail += tr(
+                ": this PyTorch has no kernels compiled for it (built for {built}); the driver compiles the build's "
+                "PTX (compute_XX) for it at run time: a slow start, and PyTorch warns",
+                built=built,
             )
             checks.append(Check("WARN", f"GPU {gpu.index}", detail, _arch_fix(facts, gpu)))
         else:
@@ -724,28 +865,39 @@ def _check_gpus(facts: Facts) -> list[Check]:
 def _check_cvd(facts: Facts) -> Check:
     value = facts.cuda_visible_devices
     if value is None:
-        return Check("OK", "CUDA_VISIBLE_DEVICES", "not set (PyTorch may use every GPU)")
-    seen = f"PyTorch sees {_plural(len(facts.gpus), 'GPU')}"
+        return Check("OK", "CUDA_VISIBLE_DEVICES", tr("not set (PyTorch may use every GPU)"))
     if facts.smi_gpus:
-        seen += f"; nvidia-smi, which ignores this variable, lists {len(facts.smi_gpus)}"
+        seen = tr(
+            "PyTorch sees {gpus}; nvidia-smi, which ignores this variable, lists {count}",
+            gpus=_gpus(len(facts.gpus)),
+            count=len(facts.smi_gpus),
+        )
+    else:
+        seen = tr("PyTorch sees {gpus}", gpus=_gpus(len(facts.gpus)))
     if _cvd_hides_all(facts):
-        return Check("WARN", "CUDA_VISIBLE_DEVICES", f"{value!r} ({seen})")
+        return Check("WARN", "CUDA_VISIBLE_DEVICES", tr("{value!r} ({seen})", value=value, seen=seen))
     reading = _cvd_reading(facts)
     if reading and reading[0] and reading[1]:  # a problem past the first GPUs: CUDA uses those before it
         used = ", ".join(map(str, reading[0]))
         return Check(
             "WARN",
             "CUDA_VISIBLE_DEVICES",
-            f"{value!r} ({seen}): {reading[1]}, so CUDA stops there and uses only GPU {used}",
+            tr(
+                "{value!r} ({seen}): {problem}, so CUDA stops there and uses only GPU {used}",
+                value=value,
+                seen=seen,
+                problem=reading[1],
+                used=used,
+            ),
             _cvd_fix(facts),
         )
-    return Check("OK", "CUDA_VISIBLE_DEVICES", f"{value!r} ({seen})")
+    return Check("OK", "CUDA_VISIBLE_DEVICES", tr("{value!r} ({seen})", value=value, seen=seen))
 
 
 def _check_mps(facts: Facts) -> Check:
     if facts.mps_available:
-        return Check("OK", "Apple MPS", "available (Apple GPU through Metal)")
-    return Check("OK", "Apple MPS", "not available (Apple silicon Macs only)")
+        return Check("OK", "Apple MPS", tr("available (Apple GPU through Metal)"))
+    return Check("OK", "Apple MPS", tr("not available (Apple silicon Macs only)"))
 
 
 def _check_mps_fallback(facts: Facts) -> Check | None:
@@ -756,7 +908,7 @@ def _check_mps_fallback(facts: Facts) -> Check | None:
     if value is None and not facts.mps_available:
         return None
     topic = "PYTORCH_ENABLE_MPS_FALLBACK"
-    when = (
+    when = tr(
         "torch reads it once, when it is imported: export it before Python or Jupyter starts "
         "(`export PYTORCH_ENABLE_MPS_FALLBACK=1`), or set os.environ in a notebook's first cell, before "
         "`import torch`; set later it does nothing: restart the kernel and run from the top"
@@ -765,27 +917,33 @@ def _check_mps_fallback(facts: Facts) -> Check | None:
         return Check(
             "OK",
             topic,
-            "not set: an operation that MPS does not implement raises NotImplementedError",
-            f"PYTORCH_ENABLE_MPS_FALLBACK=1 runs such operations on the CPU instead (slower); {when}",
+            tr("not set: an operation that MPS does not implement raises NotImplementedError"),
+            tr("PYTORCH_ENABLE_MPS_FALLBACK=1 runs such operations on the CPU instead (slower); {when}", when=when),
         )
     number = _leading_int(value)
     if number is None:
         return Check(
-            "WARN", topic, f"{value!r} is not a number: torch reads it as one (std::stoi), so use 1 or 0", when
+            "WARN",
+            topic,
+            tr("{value!r} is not a number: torch reads it as one (std::stoi), so use 1 or 0", value=value),
+            when,
         )
-    state = "on: operations MPS does not implement run on the CPU" if number else "off: such operations raise"
+    if number:
+        state = tr("on: operations MPS does not implement run on the CPU")
+    else:
+        state = tr("off: such operations raise")
     if not facts.mps_available:
-        state += "; it matters only on Apple MPS, not here"
-    return Check("OK", topic, f"{value!r} ({state})", when)
+        state += tr("; it matters only on Apple MPS, not here")
+    return Check("OK", topic, tr("{value!r} ({state})", value=value, state=state), when)
 
 
 def _check_accelerator(facts: Facts) -> Check:
     if not facts.accelerator_api:
-        return Check("OK", "torch.accelerator", "not in this PyTorch (added in torch 2.6; the course needs 2.7)")
-    current = facts.accelerator or "None (no accelerator in this build)"
+        return Check("OK", "torch.accelerator", tr("not in this PyTorch (added in torch 2.6; the course needs 2.7)"))
+    current = facts.accelerator or tr("None (no accelerator in this build)")
     available = "" if facts.accelerator_available is None else f", is_available() = {facts.accelerator_available}"
     if facts.accelerator and facts.accelerator_available is False:
-        available += " (it names the build's accelerator even when no device is present)"
+        available += tr(" (it names the build's accelerator even when no device is present)")
     return Check("OK", "torch.accelerator", f"current_accelerator() = {current}{available}")
 
 
@@ -794,21 +952,30 @@ def _check_workers(facts: Facts) -> Check | None:
     method = facts.start_method
     if method is None:
         return None
-    how = "set by this program" if facts.start_method_explicit else "this Python's default"
+    how = tr("set by this program") if facts.start_method_explicit else tr("this Python's default")
     if method == "fork":
         return Check(
             "OK",
             "DataLoader workers",
-            f"start method fork ({how}): workers are copies of this process, so a Dataset class defined in a "
-            "notebook works with num_workers > 0",
+            tr(
+                "start method fork ({how}): workers are copies of this process, so a Dataset class defined in a "
+                "notebook works with num_workers > 0",
+                how=how,
+            ),
         )
     return Check(
         "OK",
         "DataLoader workers",
-        f"start method {method} ({how}): workers start from a fresh Python that imports the Dataset's class, "
-        "so a Dataset class defined in a notebook fails with num_workers > 0",
-        "define Dataset classes in a .py module and import them, or use num_workers=0 in notebooks "
-        "(notebook 06 shows the failure and the fix)",
+        tr(
+            "start method {method} ({how}): workers start from a fresh Python that imports the Dataset's class, "
+            "so a Dataset class defined in a notebook fails with num_workers > 0",
+            method=method,
+            how=how,
+        ),
+        tr(
+            "define Dataset classes in a .py module and import them, or use num_workers=0 in notebooks "
+            "(notebook 06 shows the failure and the fix)"
+        ),
     )
 
 
@@ -822,7 +989,8 @@ _ARCH_WARNINGS = (
 
 
 def _check_warnings(facts: Facts, shown: list[Check]) -> list[Check]:
-    if not facts.torch_warnings or any("PyTorch said:" in check.detail for check in shown):
+    quoted = [c for c in shown if c.topic == "CUDA" and all(text in c.detail for text in facts.torch_warnings)]
+    if not facts.torch_warnings or quoted:  # the CUDA line already says what PyTorch said
         return []
     arch_said = any(check.topic.startswith("GPU ") and check.status != "OK" for check in shown)
     return [
@@ -834,7 +1002,7 @@ def _check_warnings(facts: Facts, shown: list[Check]) -> list[Check]:
 
 def _check_course_device(facts: Facts) -> Check:
     if facts.torch_version is None:
-        return Check("FAIL", "course device", "none: the course needs PyTorch (see the torch line above)")
+        return Check("FAIL", "course device", tr("none: the course needs PyTorch (see the torch line above)"))
     if facts.course_device_error is not None:
         detail = facts.course_device_error.split(" To fix: ")[0]
         choices = ", ".join(["auto", *facts.available_devices])
@@ -842,11 +1010,14 @@ def _check_course_device(facts: Facts) -> Check:
             "FAIL",
             "course device",
             detail,
-            f"unset {DEVICE_ENV} (`unset {DEVICE_ENV}`) or set it to one of: {choices}",
+            tr("unset {name} (`unset {name}`) or set it to one of: {choices}", name=DEVICE_ENV, choices=choices),
         )
-    why = f"forced by {DEVICE_ENV}={facts.course_device_env!r}" if facts.course_device_env else "best device present"
+    if facts.course_device_env:
+        why = tr("forced by {setting}", setting=f"{DEVICE_ENV}={facts.course_device_env!r}")
+    else:
+        why = tr("best device present")
     device = facts.course_device_detail or facts.course_device
-    return Check("OK", "course device", f"the course will use {device} ({why})")
+    return Check("OK", "course device", tr("the course will use {device} ({why})", device=device, why=why))
 
 
 def diagnose(facts: Facts) -> list[Check]:
@@ -863,13 +1034,42 @@ def diagnose(facts: Facts) -> list[Check]:
     return [check for check in checks if check is not None]
 
 
+# How the report names its statuses and the topics that are words rather than names (Python, CUDA...).
+STATUS_LABELS = {"OK": tr_lazy("[OK]"), "WARN": tr_lazy("[WARN]"), "FAIL": tr_lazy("[FAIL]")}
+TOPICS = (
+    tr_lazy("NVIDIA driver"),
+    tr_lazy("GPUs"),
+    tr_lazy("DataLoader workers"),
+    tr_lazy("PyTorch warning"),
+    tr_lazy("course device"),
+)
+
+
+def _topic(topic: str) -> str:
+    return tr(topic) if topic in TOPICS else topic
+
+
+def _columns(text: str) -> int:
+    """Columns ``text`` takes in a terminal (a Chinese character takes two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def render(checks: list[Check]) -> str:
     """``[OK]   topic: detail`` lines; a fix (or tip) indented under its line."""
     lines = []
     for check in checks:
-        lines.append(f"{'[' + check.status + ']':<7}{check.topic}: {check.detail}")
+        label = tr(STATUS_LABELS[check.status])
+        pad = " " * max(1, 7 - _columns(label))
+        lines.append(
+            tr("{status}{pad}{topic}: {detail}", status=label, pad=pad, topic=_topic(check.topic), detail=check.detail)
+        )
         if check.fix:
-            lines.append(f"{'':7}{'tip' if check.status == 'OK' else 'fix'}: {check.fix}")
+            if check.status == "OK":
+                lines.append(f"{'':7}" + tr("tip: {fix}", fix=check.fix))
+            else:
+                lines.append(f"{'':7}" + tr("fix: {fix}", fix=check.fix))
     return "\n".join(lines)
 
 
@@ -878,21 +1078,60 @@ def report(facts: Facts, checks: list[Check]) -> str:
     verdict; never the user's name, home folder or the machine's name (``_private_words`` are replaced)."""
     import platform
 
-    torch_line = facts.torch_version or f"not importable ({facts.torch_error})"
+    torch_line = facts.torch_version or tr("not importable ({error})", error=facts.torch_error)
     build = f"CUDA {facts.cuda_build}" if facts.cuda_build else f"ROCm {facts.hip_build}" if facts.hip_build else "CPU"
-    gpus = "; ".join(f"cuda:{g.index} {g.name}, {g.memory_gib:.1f} GiB, capability {g.capability}" for g in facts.gpus)
+    gpus = "; ".join(
+        tr(
+            "cuda:{index} {name}, {memory:.1f} GiB, capability {capability}",
+            index=g.index,
+            name=g.name,
+            memory=g.memory_gib,
+            capability=g.capability,
+        )
+        for g in facts.gpus
+    )
+    unset = tr("unset")
     lines = [
-        f"system: {platform.system()} {platform.release()} {platform.machine()}, "
-        f"Python {'.'.join(map(str, facts.python_version))}",
-        f"torch: {torch_line} ({build} build), torchvision: {facts.torchvision_version or facts.torchvision_error}",
-        f"CUDA usable: {facts.cuda_available}; GPUs: {gpus or 'none'}",
-        f"nvidia-smi: {facts.nvidia_smi}; driver: {facts.driver_version or '-'} (CUDA {facts.driver_cuda or '-'})",
-        f"CUDA_VISIBLE_DEVICES: {'unset' if facts.cuda_visible_devices is None else repr(facts.cuda_visible_devices)}",
-        f"MPS available: {facts.mps_available}; accelerator: {facts.accelerator}; workers start with: "
-        f"{facts.start_method}",
-        f"COURSE_DEVICE: {facts.course_device_env or 'unset'}; course device: "
-        f"{facts.course_device or facts.course_device_error}",
-        *(f"[{c.status}] {c.topic}: {c.detail}" for c in checks if c.status != "OK"),
+        tr(
+            "system: {system} {release} {machine}, Python {python}",
+            system=platform.system(),
+            release=platform.release(),
+            machine=platform.machine(),
+            python=".".join(map(str, facts.python_version)),
+        ),
+        tr(
+            "torch: {torch} ({build} build), torchvision: {torchvision}",
+            torch=torch_line,
+            build=build,
+            torchvision=facts.torchvision_version or facts.torchvision_error,
+        ),
+        tr("CUDA usable: {usable}; GPUs: {gpus}", usable=facts.cuda_available, gpus=gpus or tr("none")),
+        tr(
+            "nvidia-smi: {state}; driver: {driver} (CUDA {cuda})",
+            state=facts.nvidia_smi,
+            driver=facts.driver_version or "-",
+            cuda=facts.driver_cuda or "-",
+        ),
+        tr(
+            "CUDA_VISIBLE_DEVICES: {value}",
+            value=unset if facts.cuda_visible_devices is None else repr(facts.cuda_visible_devices),
+        ),
+        tr(
+            "MPS available: {mps}; accelerator: {accelerator}; workers start with: {method}",
+            mps=facts.mps_available,
+            accelerator=facts.accelerator,
+            method=facts.start_method,
+        ),
+        tr(
+            "COURSE_DEVICE: {env}; course device: {device}",
+            env=facts.course_device_env or unset,
+            device=facts.course_device or facts.course_device_error,
+        ),
+        *(
+            tr("{status} {topic}: {detail}", status=tr(STATUS_LABELS[c.status]), topic=_topic(c.topic), detail=c.detail)
+            for c in checks
+            if c.status != "OK"
+        ),
     ]
     text = "\n".join(lines)
     for word, stand_in in _private_words():
@@ -926,16 +1165,16 @@ def main(argv: list[str] | None = None) -> int:
     With ``--explain MESSAGE`` (the text, a file holding it, or ``-`` for standard input) it explains a
     pasted error message instead: 0 when it is a known device error, 1 when not.
     """
-    parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=tr(DESCRIPTION))
     parser.add_argument(
         "--explain",
         metavar="MESSAGE",
-        help='explain a pasted error message: the text, a file holding it, or "-" to read standard input',
+        help=tr('explain a pasted error message: the text, a file holding it, or "-" to read standard input'),
     )
     parser.add_argument(
         "--report",
         action="store_true",
-        help="print a block to paste into a problem report (versions, build, GPUs, driver; nothing private)",
+        help=tr("print a block to paste into a problem report (versions, build, GPUs, driver; nothing private)"),
     )
     args = parser.parse_args(argv)
     if args.report:

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import re
 import textwrap
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from helpers.i18n import tr, tr_lazy
 
 DOCTOR = "python -m helpers.doctor"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes in pasted tracebacks (and in some torch messages)
@@ -71,444 +74,592 @@ FLOATS = r"(?:Float|Double|Half|BFloat16)"  # the floating dtypes: a Long/Int mi
 KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="fork-reinit",
-        title="Cannot re-initialize CUDA in forked subprocess",
+        title=tr_lazy("Cannot re-initialize CUDA in forked subprocess"),
         patterns=(r"Cannot re-initialize CUDA in forked subprocess",),
-        meaning="A process made by fork (DataLoader workers and multiprocessing on Linux) used CUDA after its "
-        "parent had started it; a forked child cannot use its parent's CUDA context.",
-        fix="Keep CUDA out of child processes: return CPU tensors from the Dataset's __getitem__, let "
-        "pin_memory=True pin them, and move whole batches in the training loop with "
-        ".to(device, non_blocking=True). Children that must use the GPU need the 'spawn' start method "
-        '(multiprocessing_context="spawn" for a DataLoader).',
-        lesson="notebook 06 (speed), section 3, Going deeper: CUDA inside a worker",
+        meaning=tr_lazy(
+            "A process made by fork (DataLoader workers and multiprocessing on Linux) used CUDA after its "
+            "parent had started it; a forked child cannot use its parent's CUDA context."
+        ),
+        fix=tr_lazy(
+            "Keep CUDA out of child processes: return CPU tensors from the Dataset's __getitem__, let "
+            "pin_memory=True pin them, and move whole batches in the training loop with "
+            ".to(device, non_blocking=True). Children that must use the GPU need the 'spawn' start method "
+            '(multiprocessing_context="spawn" for a DataLoader).'
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 3, Going deeper: CUDA inside a worker"),
     ),
     KnownError(
         key="device-side-assert",
-        title="CUDA error: device-side assert triggered",
+        title=tr_lazy("CUDA error: device-side assert triggered"),
         patterns=(
             r"device-side assert triggered",
             r"block: \[\d+,\s*\d+,\s*\d+\],? thread: \[\d+,\s*\d+,\s*\d+\],? Assertion",  # the kernel's own line
         ),
-        meaning="A check inside a GPU kernel failed, most often an index out of range: a class label outside "
-        "0..classes-1 in a loss, or a token id past an Embedding's size. GPU work runs asynchronously, so the "
-        "error can surface at a later, unrelated line.",
-        fix="Run the same batch on the CPU (model and tensors .cpu()): it raises a readable error at the right "
-        "line, e.g. IndexError: Target 10 is out of bounds; check labels.min() and labels.max(). Or start the "
-        "process with the environment variable CUDA_LAUNCH_BLOCKING=1 so the traceback points at the failing "
-        "operation. The CUDA context stays broken (every later CUDA call fails): restart the kernel or "
-        "process after the fix.",
-        lesson="notebook 09 (the error clinic), section 8",
+        meaning=tr_lazy(
+            "A check inside a GPU kernel failed, most often an index out of range: a class label outside "
+            "0..classes-1 in a loss, or a token id past an Embedding's size. GPU work runs asynchronously, so the "
+            "error can surface at a later, unrelated line."
+        ),
+        fix=tr_lazy(
+            "Run the same batch on the CPU (model and tensors .cpu()): it raises a readable error at the right "
+            "line, e.g. IndexError: Target 10 is out of bounds; check labels.min() and labels.max(). Or start the "
+            "process with the environment variable CUDA_LAUNCH_BLOCKING=1 so the traceback points at the failing "
+            "operation. The CUDA context stays broken (every later CUDA call fails): restart the kernel or "
+            "process after the fix."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 8"),
     ),
     KnownError(
         key="label-out-of-range",
-        title="IndexError: Target N is out of bounds (a device-side assert on a GPU)",
+        title=tr_lazy("IndexError: Target N is out of bounds (a device-side assert on a GPU)"),
         patterns=(r"Target -?\d+ is out of bounds",),
-        meaning="A class label is outside 0..classes-1 (labels 1..10 for 10 classes, or -1 for 'unknown'). This is "
-        "the CPU's readable form of the bug; on a CUDA GPU the same code fails with 'device-side assert triggered'.",
-        fix="Check the labels before training: labels.min() >= 0 and labels.max() < the number of classes "
-        "(subtract 1 from 1-based labels; give ignored samples ignore_index=-100 in the loss).",
-        lesson="notebook 09 (the error clinic), section 8",
+        meaning=tr_lazy(
+            "A class label is outside 0..classes-1 (labels 1..10 for 10 classes, or -1 for 'unknown'). This is "
+            "the CPU's readable form of the bug; on a CUDA GPU the same code fails with 'device-side assert triggered'."
+        ),
+        fix=tr_lazy(
+            "Check the labels before training: labels.min() >= 0 and labels.max() < the number of classes "
+            "(subtract 1 from 1-based labels; give ignored samples ignore_index=-100 in the loss)."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 8"),
     ),
     KnownError(
         key="invalid-device-ordinal",
-        title="CUDA error: invalid device ordinal",
+        title=tr_lazy("CUDA error: invalid device ordinal"),
         patterns=(r"invalid device ordinal",),
-        meaning="The code asked for a GPU index this process does not have: cuda:1 on a one-GPU machine, or "
-        "CUDA_VISIBLE_DEVICES leaves fewer GPUs than the code assumes (the visible ones are renumbered from 0).",
-        fix="Use an index below torch.cuda.device_count(): choose the device once (plain 'cuda', or the course's "
-        "pick_device()) instead of hard-coding cuda:N; under torchrun use cuda:LOCAL_RANK. "
-        f"{DOCTOR} lists the GPUs this machine shows.",
-        lesson="notebook 09 (the error clinic), section 6; "
-        "notebook 00 (prerequisites) counts GPUs and shows CUDA_VISIBLE_DEVICES",
+        meaning=tr_lazy(
+            "The code asked for a GPU index this process does not have: cuda:1 on a one-GPU machine, or "
+            "CUDA_VISIBLE_DEVICES leaves fewer GPUs than the code assumes (the visible ones are renumbered from 0)."
+        ),
+        fix=tr_lazy(
+            "Use an index below torch.cuda.device_count(): choose the device once (plain 'cuda', or the course's "
+            "pick_device()) instead of hard-coding cuda:N; under torchrun use cuda:LOCAL_RANK. "
+            "python -m helpers.doctor lists the GPUs this machine shows."
+        ),
+        lesson=tr_lazy(
+            "notebook 09 (the error clinic), section 6; "
+            "notebook 00 (prerequisites) counts GPUs and shows CUDA_VISIBLE_DEVICES"
+        ),
     ),
     KnownError(
         key="no-kernel-image",
-        title="no kernel image is available for execution on the device (GPU sm_XX not supported by this PyTorch)",
+        title=tr_lazy(
+            "no kernel image is available for execution on the device (GPU sm_XX not supported by this PyTorch)"
+        ),
         patterns=(
             r"no kernel image is available for execution on the device",
             r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
             r"Found GPU\d+ .* which is of (?:cuda|compute) capability",
             r"PyTorch no longer supports this GPU because it is too old",
         ),
-        meaning="This PyTorch build has no compiled code for this GPU's architecture (its compute capability): "
-        "the GPU is too new or too old for the installed wheel.",
-        fix="Compare torch.cuda.get_device_capability() with torch.cuda.get_arch_list() (the architectures the "
-        "wheel was built for), then install a build that lists it: a wheel for a newer CUDA for a new GPU "
-        "(pytorch.org/get-started/locally), an older PyTorch release for an old one.",
-        lesson="notebook 09 (the error clinic), section 12",
+        meaning=tr_lazy(
+            "This PyTorch build has no compiled code for this GPU's architecture (its compute capability): "
+            "the GPU is too new or too old for the installed wheel."
+        ),
+        fix=tr_lazy(
+            "Compare torch.cuda.get_device_capability() with torch.cuda.get_arch_list() (the architectures the "
+            "wheel was built for), then install a build that lists it: a wheel for a newer CUDA for a new GPU "
+            "(pytorch.org/get-started/locally), an older PyTorch release for an old one."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 12"),
     ),
     KnownError(
         key="mps-oom",
-        title="MPS backend out of memory (Apple silicon)",
+        title=tr_lazy("MPS backend out of memory (Apple silicon)"),
         patterns=(r"MPS backend out of memory",),
-        meaning="The Mac's GPU (MPS) reached its memory limit. On Apple silicon the GPU shares the Mac's memory "
-        "with everything else. In the message, 'MPS allocated' is what PyTorch's tensors hold, 'other "
-        "allocations' the rest of the GPU memory in use, 'max allowed' the limit PyTorch sets for MPS.",
-        fix="Halve the batch size; keep the result with gradient accumulation or torch.autocast('mps', "
-        "dtype=torch.float16); keep no references to old batches or losses (loss.item() for logging); "
-        "torch.mps.empty_cache() returns cached blocks. Close other programs that use much memory. The limit is "
-        "MPS's own knob, PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
-        "macOS swap or freeze instead of raising this error.",
-        lesson="notebook 07 (memory), section 4",
+        meaning=tr_lazy(
+            "The Mac's GPU (MPS) reached its memory limit. On Apple silicon the GPU shares the Mac's memory "
+            "with everything else. In the message, 'MPS allocated' is what PyTorch's tensors hold, 'other "
+            "allocations' the rest of the GPU memory in use, 'max allowed' the limit PyTorch sets for MPS."
+        ),
+        fix=tr_lazy(
+            "Halve the batch size; keep the result with gradient accumulation or torch.autocast('mps', "
+            "dtype=torch.float16); keep no references to old batches or losses (loss.item() for logging); "
+            "torch.mps.empty_cache() returns cached blocks. Close other programs that use much memory. The limit is "
+            "MPS's own knob, PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
+            "macOS swap or freeze instead of raising this error."
+        ),
+        lesson=tr_lazy("notebook 07 (memory), section 4"),
     ),
     KnownError(
         key="cuda-oom",
-        title="CUDA out of memory (torch.OutOfMemoryError)",
+        title=tr_lazy("CUDA out of memory (torch.OutOfMemoryError)"),
         patterns=(
             r"\bOutOfMemoryError\b",
             r"\b(?:CUDA|XPU) out of memory",
             r"CUDA error: out of memory",
             r"cuda runtime error \(2\) ?: ?out of memory",  # torch 0.4 to 1.x
         ),
-        meaning="The GPU has no room for the tensor being allocated: the model, the batch's activations, the "
-        "gradients and the optimizer state do not fit together, or tensors you keep (or another program) "
-        "still hold memory.",
-        fix="Halve the batch size; keep the result with gradient accumulation, mixed precision (torch.autocast) "
-        "or activation checkpointing; keep no references to old batches or losses (loss.item() for logging), "
-        "evaluate under torch.no_grad(). nvidia-smi shows other processes on the GPU.",
-        lesson="notebook 07 (memory)",
+        meaning=tr_lazy(
+            "The GPU has no room for the tensor being allocated: the model, the batch's activations, the "
+            "gradients and the optimizer state do not fit together, or tensors you keep (or another program) "
+            "still hold memory."
+        ),
+        fix=tr_lazy(
+            "Halve the batch size; keep the result with gradient accumulation, mixed precision (torch.autocast) "
+            "or activation checkpointing; keep no references to old batches or losses (loss.item() for logging), "
+            "evaluate under torch.no_grad(). nvidia-smi shows other processes on the GPU."
+        ),
+        lesson=tr_lazy("notebook 07 (memory)"),
     ),
     KnownError(
         key="cpu-oom",
-        title="DefaultCPUAllocator: can't allocate memory (out of RAM)",
+        title=tr_lazy("DefaultCPUAllocator: can't allocate memory (out of RAM)"),
         patterns=(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",),
-        meaning="The operating system refused the memory a CPU tensor needs: the process asked for more RAM than "
-        "the machine (or the container's limit) has free. The message gives the size asked for, in bytes.",
-        fix="Read that size first: an absurd one (terabytes) means a wrong shape, e.g. a pairwise N x N matrix or a "
-        "view on the wrong dimension; print the shapes. Otherwise make the batch smaller, keep the dataset on disk "
-        "and load items in the Dataset's __getitem__, use float32 rather than float64, drop references you no "
-        "longer need (del, then gc.collect()), or give the machine or container more RAM.",
-        lesson="notebook 07 (memory), section 4",
+        meaning=tr_lazy(
+            "The operating system refused the memory a CPU tensor needs: the process asked for more RAM than "
+            "the machine (or the container's limit) has free. The message gives the size asked for, in bytes."
+        ),
+        fix=tr_lazy(
+            "Read that size first: an absurd one (terabytes) means a wrong shape, e.g. a pairwise N x N matrix or a "
+            "view on the wrong dimension; print the shapes. Otherwise make the batch smaller, keep the dataset on disk "
+            "and load items in the Dataset's __getitem__, use float32 rather than float64, drop references you no "
+            "longer need (del, then gc.collect()), or give the machine or container more RAM."
+        ),
+        lesson=tr_lazy("notebook 07 (memory), section 4"),
     ),
     KnownError(
         key="mps-float64",
-        title="Cannot convert a MPS Tensor to float64 dtype",
+        title=tr_lazy("Cannot convert a MPS Tensor to float64 dtype"),
         patterns=(
             r"Cannot convert a MPS Tensor to float64",
             r"MPS framework doesn't support float64",
             r"Trying to convert Double to the MPS backend",
         ),
-        meaning="Apple's MPS backend has no float64 (double) tensors, and a float64 tensor was sent to 'mps' "
-        "(often one made from a NumPy array, which is float64 by default).",
-        fix="Convert to float32 first: x.to('mps', torch.float32) or x.float().to('mps'); "
-        "torch.from_numpy(a).float(); create tensors with dtype=torch.float32.",
-        lesson="notebook 00 (prerequisites), section 5 (Apple silicon: MPS)",
+        meaning=tr_lazy(
+            "Apple's MPS backend has no float64 (double) tensors, and a float64 tensor was sent to 'mps' "
+            "(often one made from a NumPy array, which is float64 by default)."
+        ),
+        fix=tr_lazy(
+            "Convert to float32 first: x.to('mps', torch.float32) or x.float().to('mps'); "
+            "torch.from_numpy(a).float(); create tensors with dtype=torch.float32."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), section 5 (Apple silicon: MPS)"),
     ),
     KnownError(
         key="mps-not-implemented",
-        title="NotImplementedError: The operator '...' is not currently implemented for the MPS device",
+        title=tr_lazy("NotImplementedError: The operator '...' is not currently implemented for the MPS device"),
         patterns=(r"is not current(?:ly)? implemented for the MPS device",),
-        meaning="Apple's MPS backend has no kernel for this operation in the installed PyTorch; PyTorch raises "
-        "rather than running it somewhere else without being asked.",
-        fix="Set the environment variable PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts (in the shell that "
-        "starts Python or Jupyter): the missing operations then run on the CPU, slower, the rest on MPS. Newer "
-        "PyTorch releases implement more operations; or run the model on the CPU.",
-        lesson="notebook 09 (the error clinic), section 12",
+        meaning=tr_lazy(
+            "Apple's MPS backend has no kernel for this operation in the installed PyTorch; PyTorch raises "
+            "rather than running it somewhere else without being asked."
+        ),
+        fix=tr_lazy(
+            "Set the environment variable PYTORCH_ENABLE_MPS_FALLBACK=1 before Python starts (in the shell that "
+            "starts Python or Jupyter): the missing operations then run on the CPU, slower, the rest on MPS. Newer "
+            "PyTorch releases implement more operations; or run the model on the CPU."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 12"),
         shown=False,
     ),
     KnownError(
         key="mps-placeholder",
-        title="Placeholder storage has not been allocated on MPS device!",
+        title=tr_lazy("Placeholder storage has not been allocated on MPS device!"),
         patterns=(r"Placeholder storage has not been allocated on MPS device",),
-        meaning="MPS's own wording of a device mix-up: an operation on the Mac's GPU got a tensor that is still on "
-        "the CPU (the input, the labels, a hidden state, or a tensor made without device=).",
-        fix="Move everything the step uses to 'mps' and keep the result: x, y = x.to(device), y.to(device); "
-        "model.to(device) before the optimizer's first step; make new tensors with device=x.device.",
-        lesson="notebook 09 (the error clinic), section 2; notebook 03 (device objects), section 8",
+        meaning=tr_lazy(
+            "MPS's own wording of a device mix-up: an operation on the Mac's GPU got a tensor that is still on "
+            "the CPU (the input, the labels, a hidden state, or a tensor made without device=)."
+        ),
+        fix=tr_lazy(
+            "Move everything the step uses to 'mps' and keep the result: x, y = x.to(device), y.to(device); "
+            "model.to(device) before the optimizer's first step; make new tensors with device=x.device."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 2; notebook 03 (device objects), section 8"),
     ),
     KnownError(
         key="mp-spawn-notebook",
-        title="mp.spawn: process N terminated with exit code 1 (a function defined in a notebook)",
+        title=tr_lazy("mp.spawn: process N terminated with exit code 1 (a function defined in a notebook)"),
         patterns=(r"process \d+ terminated with exit code \d+",),
-        meaning="A process started by torch.multiprocessing.spawn died before it could report an error, most "
-        "often because it could not load the function: spawn starts a fresh Python that must import it, and a "
-        "function defined in a notebook lives in __main__ (the child says: Can't get attribute '...' on "
-        "<module '__main__'>).",
-        fix="Put the function in a .py module and import it (mp.spawn(module.train, nprocs=N)), or write a "
-        "script and start it with torchrun (also from a cell: !torchrun --nproc_per_node=N script.py).",
-        lesson="notebook 08 (many devices), section 4",
+        meaning=tr_lazy(
+            "A process started by torch.multiprocessing.spawn died before it could report an error, most "
+            "often because it could not load the function: spawn starts a fresh Python that must import it, and a "
+            "function defined in a notebook lives in __main__ (the child says: Can't get attribute '...' on "
+            "<module '__main__'>)."
+        ),
+        fix=tr_lazy(
+            "Put the function in a .py module and import it (mp.spawn(module.train, nprocs=N)), or write a "
+            "script and start it with torchrun (also from a cell: !torchrun --nproc_per_node=N script.py)."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 4"),
     ),
     KnownError(
         key="dataloader-worker-notebook",
-        title="DataLoader worker: Can't get attribute '...' on <module '__main__'> (a class defined in a notebook)",
+        title=tr_lazy(
+            "DataLoader worker: Can't get attribute '...' on <module '__main__'> (a class defined in a notebook)"
+        ),
         patterns=(  # the worker's own error, read in a worker's (spawn's) traceback, in either order
             r"(?s)\A(?=.*Can't get attribute '[^']+' on <module '__(?:mp_)?main__')"
             r"(?=.*(?:spawn\.py|__mp_main__|DataLoader worker|_worker_loop|multiprocessing[/\\]))",
         ),
-        meaning="A worker process died at start. Under 'spawn' (macOS, Windows; Linux from Python 3.14 uses "
-        "'forkserver') each worker is a fresh Python that must import the Dataset class, and a class defined in "
-        "a notebook lives in __main__, which it cannot import (the worker's own error, in the terminal that "
-        "started Jupyter: Can't get attribute '...' on <module '__main__'>).",
-        fix="Put the Dataset class (and a collate_fn, if any) in a .py file next to the notebook and import it; "
-        "or keep the data as tensors in a TensorDataset; or use num_workers=0.",
-        lesson="notebook 06 (speed), section 3, The notebook pitfall: workers under spawn",
+        meaning=tr_lazy(
+            "A worker process died at start. Under 'spawn' (macOS, Windows; Linux from Python 3.14 uses "
+            "'forkserver') each worker is a fresh Python that must import the Dataset class, and a class defined in "
+            "a notebook lives in __main__, which it cannot import (the worker's own error, in the terminal that "
+            "started Jupyter: Can't get attribute '...' on <module '__main__'>)."
+        ),
+        fix=tr_lazy(
+            "Put the Dataset class (and a collate_fn, if any) in a .py file next to the notebook and import it; "
+            "or keep the data as tensors in a TensorDataset; or use num_workers=0."
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 3, The notebook pitfall: workers under spawn"),
     ),
     KnownError(
         key="shm-bus-error",
-        title="DataLoader worker (pid N) is killed by signal: Bus error (out of shared memory)",
+        title=tr_lazy("DataLoader worker (pid N) is killed by signal: Bus error (out of shared memory)"),
         patterns=(
             r"DataLoader worker \(pid \d+\) is killed by signal: Bus error",
             r"bus error encountered in worker",
             r"insufficient shared memory \(shm\)",
             r"workers are out of shared memory",
         ),
-        meaning="Workers hand each batch to the main process through shared memory (/dev/shm), and it ran out: "
-        "Docker gives a container 64 MB of it unless told otherwise, and many workers with large batches "
-        "(prefetch_factor batches each) fill more.",
-        fix="Give the container more: docker run --shm-size=8g (or --ipc=host); df -h /dev/shm shows the size. Or "
-        "keep less in flight: fewer workers, smaller batches, a smaller prefetch_factor; num_workers=0 avoids "
-        "shared memory altogether.",
-        lesson="notebook 06 (speed), section 3",
+        meaning=tr_lazy(
+            "Workers hand each batch to the main process through shared memory (/dev/shm), and it ran out: "
+            "Docker gives a container 64 MB of it unless told otherwise, and many workers with large batches "
+            "(prefetch_factor batches each) fill more."
+        ),
+        fix=tr_lazy(
+            "Give the container more: docker run --shm-size=8g (or --ipc=host); df -h /dev/shm shows the size. Or "
+            "keep less in flight: fewer workers, smaller batches, a smaller prefetch_factor; num_workers=0 avoids "
+            "shared memory altogether."
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 3"),
         shown=False,
     ),
     KnownError(
         key="windows-spawn-main",
-        title="An attempt has been made to start a new process before the current process has finished its "
-        "bootstrapping phase",
+        title=tr_lazy(
+            "An attempt has been made to start a new process before the current process has finished its "
+            "bootstrapping phase"
+        ),
         patterns=(r"An attempt has been made to start a new process before the\s+current process has finished",),
-        meaning="Where new processes start by 'spawn' (Windows, macOS), each DataLoader worker (num_workers > 0) or "
-        "child process is a fresh Python that first imports your script. A script that starts them at its top "
-        "level would start them again in every child, so Python stops it.",
-        fix="Put the script's top-level code in a function and call it under the main guard: def main(): ... then "
-        'if __name__ == "__main__": main(). Or use num_workers=0.',
-        lesson="notebook 06 (speed), section 3",
+        meaning=tr_lazy(
+            "Where new processes start by 'spawn' (Windows, macOS), each DataLoader worker (num_workers > 0) or "
+            "child process is a fresh Python that first imports your script. A script that starts them at its top "
+            "level would start them again in every child, so Python stops it."
+        ),
+        fix=tr_lazy(
+            "Put the script's top-level code in a function and call it under the main guard: def main(): ... then "
+            'if __name__ == "__main__": main(). Or use num_workers=0.'
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 3"),
         shown=False,
     ),
     KnownError(
         key="dataloader-worker-died",
-        title="DataLoader worker (pid(s) ...) exited unexpectedly",
+        title=tr_lazy("DataLoader worker (pid(s) ...) exited unexpectedly"),
         patterns=(
             r"DataLoader worker (?:\(pid\(s\) [^)]*\) )?exited unexpectedly",
             r"DataLoader worker \(pid \d+\) is killed by signal",
         ),
-        meaning="A DataLoader worker process died without reporting an error; the main process only sees that it is "
-        "gone. The cause is in the worker's own output (the terminal that started Python or Jupyter) or in the "
-        "operating system: a Dataset class defined in a notebook that a spawned worker cannot import (Can't get "
-        "attribute '...' on <module '__main__'>), no shared memory left (Bus error), no RAM left (Killed), or a "
-        "crash in a library the Dataset calls.",
-        fix="Run once with num_workers=0: the Dataset's real error then appears in your own process with a "
-        "readable traceback. Then: a class defined in a notebook goes into a .py file you import; a Bus error "
-        "needs more shared memory (docker run --shm-size=8g) or fewer workers; Killed needs fewer workers or "
-        "smaller batches.",
-        lesson="notebook 06 (speed), section 3, The notebook pitfall: workers under spawn",
+        meaning=tr_lazy(
+            "A DataLoader worker process died without reporting an error; the main process only sees that it is "
+            "gone. The cause is in the worker's own output (the terminal that started Python or Jupyter) or in the "
+            "operating system: a Dataset class defined in a notebook that a spawned worker cannot import (Can't get "
+            "attribute '...' on <module '__main__'>), no shared memory left (Bus error), no RAM left (Killed), or a "
+            "crash in a library the Dataset calls."
+        ),
+        fix=tr_lazy(
+            "Run once with num_workers=0: the Dataset's real error then appears in your own process with a "
+            "readable traceback. Then: a class defined in a notebook goes into a .py file you import; a Bus error "
+            "needs more shared memory (docker run --shm-size=8g) or fewer workers; Killed needs fewer workers or "
+            "smaller batches."
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 3, The notebook pitfall: workers under spawn"),
     ),
     KnownError(
         key="ddp-unused-parameters",
-        title="Expected to have finished reduction in the prior iteration",
+        title=tr_lazy("Expected to have finished reduction in the prior iteration"),
         patterns=(r"Expected to have finished reduction in the prior iteration",),
-        meaning="DistributedDataParallel waits in backward() for a gradient of every parameter; some parameters "
-        "did not take part in computing the loss (an unused layer or head), so the previous step never finished.",
-        fix="Remove the unused parameters or freeze them (requires_grad_(False)) before wrapping, or make every "
-        "output of forward() feed the loss; else DistributedDataParallel(model, find_unused_parameters=True), "
-        "which costs a walk over the graph every step. TORCH_DISTRIBUTED_DEBUG=INFO names the parameters.",
-        lesson="notebook 08 (many devices), section 4",
+        meaning=tr_lazy(
+            "DistributedDataParallel waits in backward() for a gradient of every parameter; some parameters "
+            "did not take part in computing the loss (an unused layer or head), so the previous step never finished."
+        ),
+        fix=tr_lazy(
+            "Remove the unused parameters or freeze them (requires_grad_(False)) before wrapping, or make every "
+            "output of forward() feed the loss; else DistributedDataParallel(model, find_unused_parameters=True), "
+            "which costs a walk over the graph every step. TORCH_DISTRIBUTED_DEBUG=INFO names the parameters."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 4"),
     ),
     KnownError(
         key="nccl-not-built",
-        title="Distributed package doesn't have NCCL built in",
+        title=tr_lazy("Distributed package doesn't have NCCL built in"),
         patterns=(r"Distributed package doesn't have NCCL",),
-        meaning="The code asks for the NCCL backend (backend='nccl', or a library's default), and this PyTorch has "
-        "none: builds for Windows and macOS never include NCCL, CPU-only builds neither.",
-        fix="Use the gloo backend: dist.init_process_group('gloo'), or choose it from the machine: 'nccl' if "
-        "torch.cuda.is_available() and dist.is_nccl_available() else 'gloo'. On Windows, multi-GPU training at "
-        "full speed needs Linux (or WSL2).",
-        lesson="notebook 08 (many devices), section 2",
+        meaning=tr_lazy(
+            "The code asks for the NCCL backend (backend='nccl', or a library's default), and this PyTorch has "
+            "none: builds for Windows and macOS never include NCCL, CPU-only builds neither."
+        ),
+        fix=tr_lazy(
+            "Use the gloo backend: dist.init_process_group('gloo'), or choose it from the machine: 'nccl' if "
+            "torch.cuda.is_available() and dist.is_nccl_available() else 'gloo'. On Windows, multi-GPU training at "
+            "full speed needs Linux (or WSL2)."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 2"),
         shown=False,
     ),
     KnownError(
         key="nccl-no-gpu",
-        title="ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+        title=tr_lazy("ProcessGroupNCCL is only supported with GPUs, no GPUs found!"),
         patterns=(r"ProcessGroupNCCL is only supported with GPUs",),
-        meaning="NCCL connects GPUs, and this process sees none: a machine or a PyTorch build without CUDA, "
-        "CUDA_VISIBLE_DEVICES hiding the GPUs, or a driver problem (torch.cuda.is_available() is False).",
-        fix="Without GPUs use the gloo backend: 'nccl' if torch.cuda.is_available() else 'gloo'. If the machine "
-        f"has GPUs, {DOCTOR} shows why PyTorch does not see them.",
-        lesson="notebook 08 (many devices), section 2",
+        meaning=tr_lazy(
+            "NCCL connects GPUs, and this process sees none: a machine or a PyTorch build without CUDA, "
+            "CUDA_VISIBLE_DEVICES hiding the GPUs, or a driver problem (torch.cuda.is_available() is False)."
+        ),
+        fix=tr_lazy(
+            "Without GPUs use the gloo backend: 'nccl' if torch.cuda.is_available() else 'gloo'. If the machine "
+            "has GPUs, python -m helpers.doctor shows why PyTorch does not see them."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 2"),
         shown=False,
     ),
     KnownError(
         key="nccl-watchdog-timeout",
-        title="Watchdog caught collective operation timeout: WorkNCCL(...) ran for ... milliseconds",
+        title=tr_lazy("Watchdog caught collective operation timeout: WorkNCCL(...) ran for ... milliseconds"),
         patterns=(r"Watchdog caught collective operation timeout",),
-        meaning="A collective (an all-reduce in backward(), a broadcast, a barrier) waited longer than the process "
-        "group's timeout (Timeout(ms) in the message) for the other ranks, so NCCL's watchdog took the whole "
-        "process down. Some rank never got there: it crashed or hung, ran fewer steps (uneven data), or was busy "
-        "elsewhere (evaluation or saving on rank 0 only).",
-        fix="Find the rank that did not arrive: its own first error is in the log (torchrun prints each rank's). "
-        "Make every rank run the same collectives in the same order: the same number of batches "
-        "(DistributedSampler, drop_last=True) and no collective inside an if rank == 0 branch. For long rank-0 "
-        "work between steps, raise the timeout: init_process_group(timeout=datetime.timedelta(minutes=30)).",
-        lesson="notebook 08 (many devices), section 4",
+        meaning=tr_lazy(
+            "A collective (an all-reduce in backward(), a broadcast, a barrier) waited longer than the process "
+            "group's timeout (Timeout(ms) in the message) for the other ranks, so NCCL's watchdog took the whole "
+            "process down. Some rank never got there: it crashed or hung, ran fewer steps (uneven data), or was busy "
+            "elsewhere (evaluation or saving on rank 0 only)."
+        ),
+        fix=tr_lazy(
+            "Find the rank that did not arrive: its own first error is in the log (torchrun prints each rank's). "
+            "Make every rank run the same collectives in the same order: the same number of batches "
+            "(DistributedSampler, drop_last=True) and no collective inside an if rank == 0 branch. For long rank-0 "
+            "work between steps, raise the timeout: init_process_group(timeout=datetime.timedelta(minutes=30))."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 4"),
     ),
     KnownError(
         key="port-in-use",
-        title="The server socket has failed to listen on any local network address (address already in use)",
+        title=tr_lazy("The server socket has failed to listen on any local network address (address already in use)"),
         patterns=(  # torch 2.x names EADDRINUSE in this message; older releases said "Address already in use"
             r"failed to listen on any local network address",
             # the same words from a web server or Jupyter are not torch.distributed's
             r"(?s)\A(?=.*[Aa]ddress already in use)(?=.*(?:c10d|TCPStore|torch[./]distributed|DistNetworkError|"
             r"MASTER_PORT|rendezvous|init_process_group|torchrun|server socket|RuntimeError: Address already in use))",
         ),
-        meaning="torch.distributed's rendezvous (a TCP store on MASTER_ADDR:MASTER_PORT, 29500 by default) could not "
-        "listen on its port: another job, or an earlier run still alive, holds it.",
-        fix="Choose another port: torchrun --master_port=29501 ... (or MASTER_PORT=29501 in the environment), or "
-        "let torchrun --standalone pick a free one; or end the earlier run.",
-        lesson="notebook 08 (many devices), section 2",
+        meaning=tr_lazy(
+            "torch.distributed's rendezvous (a TCP store on MASTER_ADDR:MASTER_PORT, 29500 by default) could not "
+            "listen on its port: another job, or an earlier run still alive, holds it."
+        ),
+        fix=tr_lazy(
+            "Choose another port: torchrun --master_port=29501 ... (or MASTER_PORT=29501 in the environment), or "
+            "let torchrun --standalone pick a free one; or end the earlier run."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 2"),
         shown=False,
     ),
     KnownError(
         key="cuda-deserialize",
-        title="Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False",
+        title=tr_lazy("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False"),
         patterns=(r"Attempting to deserialize object on (?:a )?\w+ device",),
-        meaning="The checkpoint holds tensors saved from a GPU, and torch.load puts each one back on the device "
-        "it was saved from, which this machine lacks (no GPU, or fewer GPUs than the one that saved it).",
-        fix="Load with map_location: torch.load(path, map_location='cpu') (or map_location=device), then move "
-        "the model with model.to(device).",
-        lesson="notebook 05 (training Tudui), section 9 (checkpoints)",
+        meaning=tr_lazy(
+            "The checkpoint holds tensors saved from a GPU, and torch.load puts each one back on the device "
+            "it was saved from, which this machine lacks (no GPU, or fewer GPUs than the one that saved it)."
+        ),
+        fix=tr_lazy(
+            "Load with map_location: torch.load(path, map_location='cpu') (or map_location=device), then move "
+            "the model with model.to(device)."
+        ),
+        lesson=tr_lazy("notebook 05 (training Tudui), section 9 (checkpoints)"),
     ),
     KnownError(
         key="weights-only",
-        title="UnpicklingError: Weights only load failed",
+        title=tr_lazy("UnpicklingError: Weights only load failed"),
         patterns=(r"Weights only load failed",),
-        meaning="torch.load defaults to weights_only=True since PyTorch 2.6: it reads tensors and plain "
-        "containers only, and refuses anything else in the file, such as a whole pickled model "
-        "(torch.save(model)) or an object of your own class.",
-        fix="Save and load state_dicts: torch.save(model.state_dict(), path), then "
-        "model.load_state_dict(torch.load(path, map_location='cpu')). For an old file you trust, "
-        "weights_only=False (it can run any code the file holds), or allow its classes with "
-        "torch.serialization.add_safe_globals([...]).",
-        lesson="notebook 05 (training Tudui), section 9 (checkpoints)",
+        meaning=tr_lazy(
+            "torch.load defaults to weights_only=True since PyTorch 2.6: it reads tensors and plain "
+            "containers only, and refuses anything else in the file, such as a whole pickled model "
+            "(torch.save(model)) or an object of your own class."
+        ),
+        fix=tr_lazy(
+            "Save and load state_dicts: torch.save(model.state_dict(), path), then "
+            "model.load_state_dict(torch.load(path, map_location='cpu')). For an old file you trust, "
+            "weights_only=False (it can run any code the file holds), or allow its classes with "
+            "torch.serialization.add_safe_globals([...])."
+        ),
+        lesson=tr_lazy("notebook 05 (training Tudui), section 9 (checkpoints)"),
     ),
     KnownError(
         key="pickled-model-main",
-        title="AttributeError: Can't get attribute 'Tudui' on <module '__main__'> (torch.load of a whole model)",
+        title=tr_lazy(
+            "AttributeError: Can't get attribute 'Tudui' on <module '__main__'> (torch.load of a whole model)"
+        ),
         patterns=(r"Can't get attribute '[^']+' on <module '__main__'",),
-        meaning="The file holds a whole pickled model (torch.save(model)), and a pickle stores only the class's "
-        "name and module: here __main__, the script or notebook that saved it. torch.load in another script "
-        "looks for the class in its own __main__ and does not find it.",
-        fix="Save and load the state_dict instead: torch.save(model.state_dict(), path), then in any script "
-        "model = Tudui() (the class imported from a .py file) and model.load_state_dict(torch.load(path)). To "
-        "read an existing file you trust, make the class exist under that name first (define it in the loading "
-        "script, or from model import Tudui there), then torch.load(path, weights_only=False).",
-        lesson="notebook 05 (training Tudui), section 9 (checkpoints)",
+        meaning=tr_lazy(
+            "The file holds a whole pickled model (torch.save(model)), and a pickle stores only the class's "
+            "name and module: here __main__, the script or notebook that saved it. torch.load in another script "
+            "looks for the class in its own __main__ and does not find it."
+        ),
+        fix=tr_lazy(
+            "Save and load the state_dict instead: torch.save(model.state_dict(), path), then in any script "
+            "model = Tudui() (the class imported from a .py file) and model.load_state_dict(torch.load(path)). To "
+            "read an existing file you trust, make the class exist under that name first (define it in the loading "
+            "script, or from model import Tudui there), then torch.load(path, weights_only=False)."
+        ),
+        lesson=tr_lazy("notebook 05 (training Tudui), section 9 (checkpoints)"),
         shown=False,
     ),
     KnownError(
         key="state-dict-module-prefix",
-        title='load_state_dict: Unexpected key(s) / Missing key(s) starting with "module."',
+        title=tr_lazy('load_state_dict: Unexpected key(s) / Missing key(s) starting with "module."'),
         patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"module\.',),
         verify=_differ_by_prefix("module."),
-        meaning="The keys differ by a 'module.' prefix: the checkpoint was saved from a DataParallel or "
-        "DistributedDataParallel wrapper, which keeps the model as .module (or a plain checkpoint was loaded "
-        "into a wrapper).",
-        fix="Strip the prefix before loading: torch.nn.modules.utils.consume_prefix_in_state_dict_if_present"
-        "(state, 'module.'), then model.load_state_dict(state). Better, save the model inside the wrapper: "
-        "torch.save(wrapped.module.state_dict(), path); load a plain checkpoint into wrapped.module.",
-        lesson="notebook 08 (many devices), section 1",
+        meaning=tr_lazy(
+            "The keys differ by a 'module.' prefix: the checkpoint was saved from a DataParallel or "
+            "DistributedDataParallel wrapper, which keeps the model as .module (or a plain checkpoint was loaded "
+            "into a wrapper)."
+        ),
+        fix=tr_lazy(
+            "Strip the prefix before loading: torch.nn.modules.utils.consume_prefix_in_state_dict_if_present"
+            "(state, 'module.'), then model.load_state_dict(state). Better, save the model inside the wrapper: "
+            "torch.save(wrapped.module.state_dict(), path); load a plain checkpoint into wrapped.module."
+        ),
+        lesson=tr_lazy("notebook 08 (many devices), section 1"),
     ),
     KnownError(
         key="state-dict-compile-prefix",
-        title='load_state_dict: Unexpected key(s) / Missing key(s) starting with "_orig_mod."',
+        title=tr_lazy('load_state_dict: Unexpected key(s) / Missing key(s) starting with "_orig_mod."'),
         patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"_orig_mod\.',),
         verify=_differ_by_prefix("_orig_mod."),
-        meaning="The keys differ by an '_orig_mod.' prefix: the checkpoint was saved from a torch.compile'd "
-        "model, which keeps the original as ._orig_mod (or a plain checkpoint was loaded into a compiled one).",
-        fix="Save the original model: torch.save(model.state_dict(), path) with the model you passed to "
-        "torch.compile (compiled._orig_mod). For an existing file: torch.nn.modules.utils."
-        "consume_prefix_in_state_dict_if_present(state, '_orig_mod.'), then load.",
-        lesson="notebook 06 (speed), section 4 (torch.compile)",
+        meaning=tr_lazy(
+            "The keys differ by an '_orig_mod.' prefix: the checkpoint was saved from a torch.compile'd "
+            "model, which keeps the original as ._orig_mod (or a plain checkpoint was loaded into a compiled one)."
+        ),
+        fix=tr_lazy(
+            "Save the original model: torch.save(model.state_dict(), path) with the model you passed to "
+            "torch.compile (compiled._orig_mod). For an existing file: torch.nn.modules.utils."
+            "consume_prefix_in_state_dict_if_present(state, '_orig_mod.'), then load."
+        ),
+        lesson=tr_lazy("notebook 06 (speed), section 4 (torch.compile)"),
     ),
     KnownError(
         key="not-compiled-with-cuda",
-        title="AssertionError: Torch not compiled with CUDA enabled",
+        title=tr_lazy("AssertionError: Torch not compiled with CUDA enabled"),
         patterns=(r"Torch not compiled with CUDA enabled",),
-        meaning="The installed PyTorch is a build without CUDA (torch.version.cuda is None), e.g. a CPU-only "
-        "wheel: it cannot use an NVIDIA GPU, whatever the machine has.",
-        fix="On a machine with an NVIDIA GPU, reinstall PyTorch with the command for a CUDA build from "
-        "pytorch.org/get-started/locally; on a Mac use 'mps'; elsewhere use 'cpu'. Choose the device "
-        f"(torch.cuda.is_available()) instead of calling .cuda() unconditionally. {DOCTOR} shows the build.",
-        lesson="notebook 00 (prerequisites), section 2; notebook 01 (CPU to GPU), section 6",
+        meaning=tr_lazy(
+            "The installed PyTorch is a build without CUDA (torch.version.cuda is None), e.g. a CPU-only "
+            "wheel: it cannot use an NVIDIA GPU, whatever the machine has."
+        ),
+        fix=tr_lazy(
+            "On a machine with an NVIDIA GPU, reinstall PyTorch with the command for a CUDA build from "
+            "pytorch.org/get-started/locally; on a Mac use 'mps'; elsewhere use 'cpu'. Choose the device "
+            "(torch.cuda.is_available()) instead of calling .cuda() unconditionally. python -m helpers.doctor shows "
+            "the build."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), section 2; notebook 01 (CPU to GPU), section 6"),
     ),
     KnownError(
         key="no-nvidia-driver",
-        title="Found no NVIDIA driver on your system",
+        title=tr_lazy("Found no NVIDIA driver on your system"),
         patterns=(r"Found no NVIDIA driver on your system",),
-        meaning="This PyTorch is a CUDA build, but the machine has no NVIDIA driver: no NVIDIA GPU (a laptop, "
-        "a Mac, a CI runner), a driver not installed, or a container started without the GPU.",
-        fix="On a GPU machine, install the NVIDIA driver (nvidia-smi must work) or give the container the GPU "
-        "(docker run --gpus all); in Colab: Runtime > Change runtime type > GPU. Otherwise run on the CPU: "
-        f"choose the device with torch.cuda.is_available() instead of calling .cuda(). {DOCTOR} checks this.",
-        lesson="notebook 00 (prerequisites), section 2; notebook 01 (CPU to GPU), section 6",
+        meaning=tr_lazy(
+            "This PyTorch is a CUDA build, but the machine has no NVIDIA driver: no NVIDIA GPU (a laptop, "
+            "a Mac, a CI runner), a driver not installed, or a container started without the GPU."
+        ),
+        fix=tr_lazy(
+            "On a GPU machine, install the NVIDIA driver (nvidia-smi must work) or give the container the GPU "
+            "(docker run --gpus all); in Colab: Runtime > Change runtime type > GPU. Otherwise run on the CPU: "
+            "choose the device with torch.cuda.is_available() instead of calling .cuda(). python -m helpers.doctor "
+            "checks this."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), section 2; notebook 01 (CPU to GPU), section 6"),
     ),
     KnownError(
         key="driver-too-old",
-        title="The NVIDIA driver on your system is too old",
+        title=tr_lazy("The NVIDIA driver on your system is too old"),
         patterns=(
             r"NVIDIA driver on your system is too old",
             r"CUDA driver version is insufficient for CUDA runtime version",
         ),
-        meaning="The NVIDIA driver is older than the CUDA version this PyTorch wheel was built for "
-        "(torch.version.cuda), so CUDA cannot start.",
-        fix="Update the NVIDIA driver, or install a PyTorch wheel built for an older CUDA (nvidia-smi shows the "
-        "newest CUDA version the driver supports; pick the wheel on pytorch.org/get-started/locally). "
-        f"{DOCTOR} compares them.",
-        lesson="notebook 00 (prerequisites), sections 2 and 7",
+        meaning=tr_lazy(
+            "The NVIDIA driver is older than the CUDA version this PyTorch wheel was built for "
+            "(torch.version.cuda), so CUDA cannot start."
+        ),
+        fix=tr_lazy(
+            "Update the NVIDIA driver, or install a PyTorch wheel built for an older CUDA (nvidia-smi shows the "
+            "newest CUDA version the driver supports; pick the wheel on pytorch.org/get-started/locally). "
+            "python -m helpers.doctor compares them."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), sections 2 and 7"),
     ),
     KnownError(
         key="cuda-cannot-start",
-        title="CUDA unknown error / CUDA driver initialization failed",
+        title=tr_lazy("CUDA unknown error / CUDA driver initialization failed"),
         patterns=(r"CUDA unknown error", r"CUDA driver initialization failed"),
-        meaning="CUDA and the driver are installed but CUDA could not start: seen after a driver update without "
-        "a reboot, after a laptop wakes from sleep, in a container not given the GPU, or when "
-        "CUDA_VISIBLE_DEVICES changed after the program started.",
-        fix="Restart the kernel (or process); if that does not help, reboot. Check that nvidia-smi works, and set "
-        f"CUDA_VISIBLE_DEVICES before Python starts. {DOCTOR} checks this machine.",
-        lesson="notebook 00 (prerequisites), section 2",
+        meaning=tr_lazy(
+            "CUDA and the driver are installed but CUDA could not start: seen after a driver update without "
+            "a reboot, after a laptop wakes from sleep, in a container not given the GPU, or when "
+            "CUDA_VISIBLE_DEVICES changed after the program started."
+        ),
+        fix=tr_lazy(
+            "Restart the kernel (or process); if that does not help, reboot. Check that nvidia-smi works, and set "
+            "CUDA_VISIBLE_DEVICES before Python starts. python -m helpers.doctor checks this machine."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), section 2"),
     ),
     KnownError(
         key="no-cuda-gpus",
-        title="No CUDA GPUs are available",
+        title=tr_lazy("No CUDA GPUs are available"),
         patterns=(r"No CUDA GPUs are available", r"no CUDA-capable device is detected"),
-        meaning="PyTorch has CUDA and a driver but sees no GPU: usually CUDA_VISIBLE_DEVICES hides them all "
-        "(set to an empty value, or to indices that do not exist, such as '1' on a one-GPU machine).",
-        fix="Check CUDA_VISIBLE_DEVICES and nvidia-smi; unset the variable or name GPUs that exist, before Python "
-        "starts (CUDA reads it once: restart the kernel after changing it). "
-        f"{DOCTOR} checks this machine.",
-        lesson="notebook 00 (prerequisites), sections 2 and 4",
+        meaning=tr_lazy(
+            "PyTorch has CUDA and a driver but sees no GPU: usually CUDA_VISIBLE_DEVICES hides them all "
+            "(set to an empty value, or to indices that do not exist, such as '1' on a one-GPU machine)."
+        ),
+        fix=tr_lazy(
+            "Check CUDA_VISIBLE_DEVICES and nvidia-smi; unset the variable or name GPUs that exist, before Python "
+            "starts (CUDA reads it once: restart the kernel after changing it). "
+            "python -m helpers.doctor checks this machine."
+        ),
+        lesson=tr_lazy("notebook 00 (prerequisites), sections 2 and 4"),
     ),
     KnownError(
         key="invalid-device-string",
-        title="Invalid device string / Expected one of cpu, cuda, ... device type at start of device string",
+        title=tr_lazy("Invalid device string / Expected one of cpu, cuda, ... device type at start of device string"),
         patterns=(r"device type at start of device string", r"Invalid device string"),
-        meaning="torch.device could not read the text: device strings are strict, 'type' or 'type:index', lower "
-        "case, no spaces. 'gpu', 'CUDA:0', 'cuda0' and 'cuda: 0' are refused.",
-        fix="Write 'cuda' or 'cuda:0' (never 'gpu'), 'mps' or 'cpu', or give the parts: torch.device('cuda', 0).",
-        lesson="notebook 03 (device objects), section 2",
+        meaning=tr_lazy(
+            "torch.device could not read the text: device strings are strict, 'type' or 'type:index', lower "
+            "case, no spaces. 'gpu', 'CUDA:0', 'cuda0' and 'cuda: 0' are refused."
+        ),
+        fix=tr_lazy(
+            "Write 'cuda' or 'cuda:0' (never 'gpu'), 'mps' or 'cpu', or give the parts: torch.device('cuda', 0)."
+        ),
+        lesson=tr_lazy("notebook 03 (device objects), section 2"),
     ),
     KnownError(
         key="numpy-cuda",
-        title="can't convert cuda:0 device type tensor to numpy",
+        title=tr_lazy("can't convert cuda:0 device type tensor to numpy"),
         patterns=(r"(?:can't|cannot) convert (?:\S+ device type|CUDA) tensor to numpy",),
-        meaning="A NumPy array lives in CPU memory, so .numpy() works on CPU tensors only, and this tensor is on "
-        "a GPU (or another device).",
-        fix="Copy it to the CPU first: t.detach().cpu().numpy() (detach when it requires grad); for one number, "
-        "t.item().",
-        lesson="notebook 02 (GPU to CPU), section 3",
+        meaning=tr_lazy(
+            "A NumPy array lives in CPU memory, so .numpy() works on CPU tensors only, and this tensor is on "
+            "a GPU (or another device)."
+        ),
+        fix=tr_lazy(
+            "Copy it to the CPU first: t.detach().cpu().numpy() (detach when it requires grad); for one number, "
+            "t.item()."
+        ),
+        lesson=tr_lazy("notebook 02 (GPU to CPU), section 3"),
     ),
     KnownError(
         key="input-weight-type",
-        title="Input type (...) and weight type (...) should be the same",
+        title=tr_lazy("Input type (...) and weight type (...) should be the same"),
         patterns=(r"Input type \([^)]*\) and (?:weight|bias) type \([^)]*\)",),  # also a title cut short
-        meaning="A layer got an input on another device, or of another dtype, than its weights: "
-        "torch.cuda.FloatTensor against torch.FloatTensor means one is on the GPU and the other on the CPU; "
-        "float against double (or c10::Half against float) is a dtype mix-up.",
-        fix="Move the input to the model's device and keep the result: x = x.to(device) (a tensor's .to() "
-        "returns a new tensor; a model's .to() works in place). For dtypes, give the input the weights' dtype "
-        "(x.float()), or run the model under torch.autocast for half precision.",
-        lesson="notebook 04 (models vs tensors), section 6",
+        meaning=tr_lazy(
+            "A layer got an input on another device, or of another dtype, than its weights: "
+            "torch.cuda.FloatTensor against torch.FloatTensor means one is on the GPU and the other on the CPU; "
+            "float against double (or c10::Half against float) is a dtype mix-up."
+        ),
+        fix=tr_lazy(
+            "Move the input to the model's device and keep the result: x = x.to(device) (a tensor's .to() "
+            "returns a new tensor; a model's .to() works in place). For dtypes, give the input the weights' dtype "
+            "(x.float()), or run the model under torch.autocast for half precision."
+        ),
+        lesson=tr_lazy("notebook 04 (models vs tensors), section 6"),
     ),
     KnownError(
         key="dtype-mismatch",
-        title="expected scalar type Float but found Double / mat1 and mat2 must have the same dtype",
+        title=tr_lazy("expected scalar type Float but found Double / mat1 and mat2 must have the same dtype"),
         patterns=(  # floating dtypes only: Long against Int is a label or index dtype, fixed with .long()
             rf"expected scalar type {FLOATS} but found {FLOATS}",
             rf"Expected object of scalar type {FLOATS} but got scalar type {FLOATS}",  # torch 1.x
@@ -517,18 +668,22 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"mat1 and mat2 (?:must|to) have the same dtype",
             r"expected m1 and m2 to have the same dtype",
         ),
-        meaning="Two tensors in one operation have different floating-point dtypes: a float32 input and float64 "
-        "weights (NumPy arrays are float64 by default), or half precision (Half = float16, BFloat16) against "
-        "float32 when part of a model was converted with .half() and the rest, or the input, was not. Some CPU "
-        "kernels report a layer's input/weight dtype mix-up this way.",
-        fix="Give both the same dtype, usually float32: x.float(), torch.from_numpy(a).float(), or model.to(x.dtype). "
-        "For half precision, run the forward pass under torch.autocast (it picks the dtype per operation) instead "
-        "of converting parts by hand, or convert the model and its inputs together.",
-        lesson="notebook 04 (models vs tensors), section 6, Going deeper: the same check for dtypes",
+        meaning=tr_lazy(
+            "Two tensors in one operation have different floating-point dtypes: a float32 input and float64 "
+            "weights (NumPy arrays are float64 by default), or half precision (Half = float16, BFloat16) against "
+            "float32 when part of a model was converted with .half() and the rest, or the input, was not. Some CPU "
+            "kernels report a layer's input/weight dtype mix-up this way."
+        ),
+        fix=tr_lazy(
+            "Give both the same dtype, usually float32: x.float(), torch.from_numpy(a).float(), or model.to(x.dtype). "
+            "For half precision, run the forward pass under torch.autocast (it picks the dtype per operation) instead "
+            "of converting parts by hand, or convert the model and its inputs together."
+        ),
+        lesson=tr_lazy("notebook 04 (models vs tensors), section 6, Going deeper: the same check for dtypes"),
     ),
     KnownError(
         key="same-device",
-        title="Expected all tensors to be on the same device",
+        title=tr_lazy("Expected all tensors to be on the same device"),
         patterns=(
             r"Expected all tensors to be on the same device",
             r"is not on the expected device",  # the meta device's wording
@@ -545,23 +700,31 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"is on (?:CPU|GPU(?: \d+)?), but expected (?:it|them) to be on (?:CPU|GPU)",
             r"to have the same device as tensor for argument",
         ),
-        meaning="One operation got tensors on different devices: the model on the GPU but the input, the labels "
-        "or a loss weight still on the CPU; a tensor made without device= inside a function; a layer created in "
-        "forward(); an optimizer whose state was made before the model moved. The message names the devices "
-        "(on CUDA often also the argument: mat1, mat2, target, weight).",
-        fix="Move everything the step uses to one device and keep the result: x, y = x.to(device), y.to(device); "
-        "model.to(device) before the optimizer's first step and before loading its state; make constants with "
-        "device=x.device (or as registered buffers); create layers in __init__, not in forward().",
-        lesson="notebook 03 (device objects), section 8; notebook 04 (models vs tensors) for models",
+        meaning=tr_lazy(
+            "One operation got tensors on different devices: the model on the GPU but the input, the labels "
+            "or a loss weight still on the CPU; a tensor made without device= inside a function; a layer created in "
+            "forward(); an optimizer whose state was made before the model moved. The message names the devices "
+            "(on CUDA often also the argument: mat1, mat2, target, weight)."
+        ),
+        fix=tr_lazy(
+            "Move everything the step uses to one device and keep the result: x, y = x.to(device), y.to(device); "
+            "model.to(device) before the optimizer's first step and before loading its state; make constants with "
+            "device=x.device (or as registered buffers); create layers in __init__, not in forward()."
+        ),
+        lesson=tr_lazy("notebook 03 (device objects), section 8; notebook 04 (models vs tensors) for models"),
     ),
     KnownError(
         key="cublas-context-warning",
-        title="UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!",
+        title=tr_lazy("UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!"),
         patterns=(r"Attempting to run cuBLAS, but there was no current CUDA context",),
-        meaning="Harmless: a one-time warning at a process's first backward() on some CUDA machines. The "
-        "backward pass runs on a thread of PyTorch's own, which sets up the GPU for itself there.",
-        fix="Nothing to fix. To hide it: warnings.filterwarnings('ignore', message='Attempting to run cuBLAS').",
-        lesson="notebook 04 (models vs tensors), section 2",
+        meaning=tr_lazy(
+            "Harmless: a one-time warning at a process's first backward() on some CUDA machines. The "
+            "backward pass runs on a thread of PyTorch's own, which sets up the GPU for itself there."
+        ),
+        fix=tr_lazy(
+            "Nothing to fix. To hide it: warnings.filterwarnings('ignore', message='Attempting to run cuBLAS')."
+        ),
+        lesson=tr_lazy("notebook 04 (models vs tensors), section 2"),
     ),
 )
 
@@ -600,26 +763,59 @@ def explain_exception(exc: BaseException) -> KnownError | None:
     return next(filter(None, (match(exception_text(e)) for e in exception_chain(exc))), None)
 
 
+CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+CLOSING = "，。：；？！）、”’》」』"  # Chinese punctuation a line does not start with
+OPENING = "（“‘《「『"  # ... nor ends with
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a Chinese character or full-width sign takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def fill(text: str, width: int = 100, indent: str = "  ") -> str:
+    """``textwrap.fill`` for the notes; Chinese text may break between any two characters (never inside a word
+    of code or English, never before closing punctuation), and its characters count as two columns."""
+    if not CJK.search(text):
+        return textwrap.fill(
+            text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        )
+    units: list[str] = []
+    for unit in re.findall(rf"\s+|{CJK.pattern}|[^\s\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]+", text):
+        if units and not units[-1].isspace() and (unit[0] in CLOSING or units[-1][-1] in OPENING):
+            units[-1] += unit
+        else:
+            units.append(unit)
+    lines, line = [], ""
+    for unit in units:
+        if line.strip() and not unit.isspace() and _width(line + unit) > width:
+            lines.append(line.rstrip())
+            line = indent
+        if unit.isspace() and line.isspace():
+            continue  # no line starts with a space beyond its indent
+        line += unit
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
 def render(entry: KnownError) -> str:
     """A short plain-text note: what the error means, how to fix it, where the course teaches it.
 
     An entry no lesson shows (``shown=False``) names the lesson on its topic and says the note is the help.
+    The note speaks the course's language; the error's own words (the title's message) stay as PyTorch wrote them.
     """
-
-    def para(label: str, text: str) -> str:
-        return textwrap.fill(
-            f"{label} {text}", width=100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-        )
-
+    lesson = tr(entry.lesson)
+    learn = (
+        tr("Learn more: {lesson}", lesson=lesson)
+        if entry.shown
+        else tr("Learn more: {lesson}, on the topic (no lesson shows this message itself)", lesson=lesson)
+    )
     return "\n".join(
         [
-            f"[device error clinic] {entry.title}",
-            para("What this means:", entry.meaning),
-            para("How to fix it:", entry.fix),
-            para(
-                "Learn more:",
-                entry.lesson if entry.shown else f"{entry.lesson}, on the topic (no lesson shows this message itself)",
-            ),
+            tr("[device error clinic] {title}", title=tr(entry.title)),
+            fill(tr("What this means: {meaning}", meaning=tr(entry.meaning))),
+            fill(tr("How to fix it: {fix}", fix=tr(entry.fix))),
+            fill(learn),
         ]
     )
 
@@ -628,7 +824,7 @@ def explain_text_cli(text: str) -> int:
     """Print the explanation of a pasted message; return 0 when it is a known device error, 1 when not."""
     entry = match(text)
     if entry is None:
-        print(f"Not a known device error; `{DOCTOR}` checks this machine.")
+        print(tr("Not a known device error; `{doctor}` checks this machine.", doctor=DOCTOR))
         return 1
     print(render(entry))
     return 0

@@ -1,0 +1,252 @@
+"""The zh-CN edition of the doctor, the error clinic and the known-error notes: Chinese explanations, PyTorch's
+own error text quoted untranslated (a learner searches for it), and the English unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from helpers import doctor, known_errors, simulate
+from helpers.doctor import diagnose, render
+from helpers.i18n import tr
+from helpers.known_errors import KNOWN_ERRORS
+from tests.test_doctor import GPU_BOX, GPU_UNSEEN, LAPTOP, by_topic
+from tools import course
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+SAME_DEVICE = (
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+    "(when checking argument for argument mat1 in method wrapper_CUDA_addmm)"
+)
+STATUS = {"OK": "[正常]", "WARN": "[警告]", "FAIL": "[失败]"}
+
+
+@pytest.fixture
+def zh(monkeypatch):
+    monkeypatch.setenv("COURSE_LANG", "zh-CN")
+
+
+def run_doctor(*args: str, lang: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COURSE_LANG": lang}
+    return subprocess.run(
+        [sys.executable, "-m", "helpers.doctor", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=course.ROOT,
+        input=stdin,
+        timeout=300,
+        check=False,
+    )
+
+
+def columns(line: str) -> int:
+    return known_errors._width(line)
+
+
+# --- the doctor -------------------------------------------------------------------------------------------------------
+
+
+def test_doctor_on_this_machine_speaks_chinese():
+    chinese, english = run_doctor(lang="zh-CN"), run_doctor(lang="en")
+    assert chinese.returncode == english.returncode == 0, chinese.stderr
+    lines = chinese.stdout.splitlines()
+    assert len(lines) == len(english.stdout.splitlines()), "the same report, line for line"
+    assert lines[0].startswith("[正常] Python：") and lines[-1].startswith("[正常] 课程设备：课程将使用 ")
+    assert all(CJK.search(line) for line in lines), chinese.stdout
+    assert "[OK]" in english.stdout and not CJK.search(english.stdout)
+
+
+def test_doctor_report_block_in_chinese():
+    block = run_doctor("--report", lang="zh-CN").stdout
+    assert block.startswith("```text\n系统：") and "torch：" in block and "课程设备：" in block
+    assert "COURSE_DEVICE：" in block and "CUDA_VISIBLE_DEVICES：" in block  # names stay as they are
+
+
+def test_doctor_help_in_chinese():
+    helped = run_doctor("--help", lang="zh-CN").stdout
+    assert "--explain MESSAGE" in helped and "解释一条粘贴进来的错误信息" in helped
+
+
+CPU_WHEEL_ON_GPU = replace(GPU_UNSEEN, torch_version="2.14.1+cpu", torchvision_version="0.29.1+cpu", cuda_build=None)
+DRIVER_SAID = "CUDA initialization: The NVIDIA driver on your system is too old (found version 12040)."
+MACHINES = {  # what goes wrong, the line it shows on, what that line says in Chinese, what stays as it was
+    "cpu-wheel": (replace(CPU_WHEEL_ON_GPU, driver_cuda="12.8"), "CUDA", "WARN", "仅 CPU 版本", "whl/cu126"),
+    "cvd-hides": (
+        replace(GPU_UNSEEN, cuda_visible_devices=""),
+        "CUDA",
+        "WARN",
+        "隐藏了所有 GPU",
+        "No CUDA GPUs are available",
+    ),
+    "driver-old": (
+        replace(GPU_UNSEEN, driver_cuda="12.4", torch_warnings=[DRIVER_SAID]),
+        "CUDA",
+        "WARN",
+        "太旧",
+        DRIVER_SAID,
+    ),
+    "cannot-start": (
+        replace(GPU_UNSEEN, cuda_init_error=simulate.UNKNOWN_ERROR),
+        "CUDA",
+        "WARN",
+        "无法启动",
+        simulate.UNKNOWN_ERROR,
+    ),
+    "torchvision": (
+        replace(LAPTOP, torchvision_version="0.28.0+cpu"),
+        "torchvision",
+        "FAIL",
+        "不匹配",
+        '"torchvision==0.29.*"',
+    ),
+    "no-torch": (
+        replace(LAPTOP, torch_version=None, torch_error="ModuleNotFoundError: No module named 'torch'"),
+        "torch",
+        "FAIL",
+        "没有安装",
+        "No module named 'torch'",
+    ),
+    "old-gpu": (
+        replace(GPU_BOX, gpus=[doctor.Gpu(0, "Tesla K80", 11.2, "3.7")]),
+        "GPU 0",
+        "FAIL",
+        "没有它的 kernel",
+        "no kernel image is available for execution on the device",
+    ),
+    "spawn": (replace(LAPTOP, start_method="spawn"), "DataLoader workers", "OK", "启动方式 spawn", "num_workers=0"),
+    "mps-fallback": (
+        replace(LAPTOP, mps_fallback_env="yes"),
+        "PYTORCH_ENABLE_MPS_FALLBACK",
+        "WARN",
+        "不是数字",
+        "std::stoi",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_doctor_problems_and_fixes_in_chinese(zh, name):
+    facts, topic, status, said, kept = MACHINES[name]
+    checks = diagnose(facts)
+    check = by_topic(checks)[topic]
+    assert check.status == status
+    text = f"{check.detail} {check.fix or ''}"
+    assert said in text and kept in text, text
+    lines = render(checks).splitlines()
+    assert all(CJK.search(line) for line in lines), "every line of the report is Chinese"
+    assert sum(line.startswith(STATUS[status]) for line in lines) >= 1
+    fixes = [line for line in lines if line.startswith(" " * 7)]
+    assert all(line.strip().startswith(("建议：", "修复：")) for line in fixes) and fixes
+
+
+def test_doctor_english_is_untouched_by_the_catalog():
+    facts = replace(GPU_UNSEEN, driver_cuda="12.4", torch_warnings=[DRIVER_SAID])
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.detail.startswith(
+        "CUDA 13.0 build, but the NVIDIA driver 580.65.06 is too old for it: it supports CUDA"
+    )
+    assert not CJK.search(render(diagnose(facts)))
+
+
+def test_doctor_quotes_torchs_warning_once_in_chinese_too(zh):
+    checks = diagnose(replace(GPU_UNSEEN, driver_cuda="12.4", torch_warnings=[DRIVER_SAID]))
+    assert "PyTorch warning" not in by_topic(checks), "the CUDA line already quotes it"
+    assert f"PyTorch 的原话：{DRIVER_SAID}" in by_topic(checks)["CUDA"].detail
+
+
+# --- --explain and the notes ------------------------------------------------------------------------------------------
+
+
+def test_explain_a_pasted_message_in_chinese():
+    explained = run_doctor("--explain", SAME_DEVICE, lang="zh-CN")
+    assert explained.returncode == 0, explained.stderr
+    lines = explained.stdout.splitlines()
+    assert lines[0] == "[设备错误诊所] Expected all tensors to be on the same device"  # PyTorch's words, as written
+    assert lines[1].startswith("这是什么意思：一个操作拿到的张量不在同一个设备上")
+    assert (
+        any(line.startswith("怎么修：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
+    )
+    assert lines[-1] == "相关课程：第 03 课（设备对象），第 8 节；模型部分见第 04 课（模型与张量）"
+    english = run_doctor("--explain", "-", lang="en", stdin=SAME_DEVICE).stdout
+    assert english.startswith("[device error clinic] Expected all tensors") and not CJK.search(english)
+
+
+def test_explain_an_unknown_message_in_chinese():
+    unknown = run_doctor("--explain", "ValueError: something else", lang="zh-CN")
+    assert unknown.returncode == 1
+    assert unknown.stdout.strip() == "这不是已知的设备错误；`python -m helpers.doctor` 可以检查这台机器。"
+
+
+@pytest.mark.parametrize("entry", KNOWN_ERRORS, ids=[e.key for e in KNOWN_ERRORS])
+def test_every_known_error_note_in_chinese(zh, entry):
+    note = known_errors.render(entry)
+    lines = note.splitlines()
+    title = tr(entry.title)
+    assert lines[0] == f"[设备错误诊所] {title}"
+    assert title.startswith(entry.title.split(" (")[0]), "the error's own words stay untranslated"
+    for text in (entry.meaning, entry.fix, entry.lesson):
+        chinese = tr(text)
+        assert chinese != text and CJK.search(chinese), text
+        assert "".join(chinese.split()) in "".join(note.split()), "nothing cut off by the wrapping"
+    assert not any(word in note for word in ("What this means", "How to fix", "Learn more", "notebook 0"))
+    assert all(columns(line) <= 100 or " " not in line.strip() for line in lines[1:]), "wrapped at 100 columns"
+    if not entry.shown:
+        assert "没有哪一课演示这条错误信息本身" in "".join(note.split("相关课程：")[-1].split())
+
+
+def test_chinese_wrapping_never_splits_code_or_starts_a_line_with_punctuation():
+    text = "怎么修：" + "把这一步用到的所有东西都移到同一个设备上，" * 6 + "x, y = x.to(device), y.to(device)；" * 3
+    lines = known_errors.fill(text).splitlines()
+    assert len(lines) > 1 and all(columns(line) <= 100 for line in lines)
+    assert not any(line.strip()[0] in known_errors.CLOSING for line in lines[1:])
+    assert all(line.startswith("  ") for line in lines[1:])
+    assert "".join("".join(lines).split()) == "".join(text.split())
+    assert "\n".join(lines).count("x.to(device)") == text.count("x.to(device)"), "code is never cut"
+
+
+def test_the_corpus_gets_the_right_note_in_chinese(zh):
+    """Matching reads PyTorch's text only: every pasted message of the corpus gets its entry in Chinese too, and
+    the note still holds the fix's word (code stays code; the one English word, "batch", reads 批)."""
+    corpus = json.loads((course.ROOT / "tests" / "fixtures" / "real_error_messages.json").read_text(encoding="utf-8"))
+    wrong = []
+    for case in corpus["in_scope"]:
+        entry = known_errors.match(case["message"])
+        word = {"batch": "批"}.get(case["fix_word"], case["fix_word"])
+        if entry is None or entry.key != case["key"] or word not in known_errors.render(entry):
+            wrong.append(case["key"])
+    assert len(corpus["in_scope"]) >= 100 and not wrong, wrong
+    assert all(known_errors.match(case["message"]) is None for case in corpus["out_of_scope"])
+
+
+# --- the clinic in a notebook -----------------------------------------------------------------------------------------
+
+DEEP = 'nn.Linear(3, 2).to("meta")(torch.ones(2, 3))  # a device mix-up raised inside torch.nn'
+
+
+def test_clinic_note_and_traceback_line_in_chinese(monkeypatch):
+    monkeypatch.setenv("COURSE_LANG", "zh-CN")  # the kernel inherits it, as the Chinese notebooks' setup sets it
+    sources = ["import torch\nfrom torch import nn", "%load_ext helpers.clinic", DEEP, "%clinic full", "%clinic odd"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.cells[2].metadata["tags"] = ["raises-exception"]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(course.ROOT)}}).execute()
+    outputs = nb.cells[2].outputs
+    error = next(o for o in outputs if o.output_type == "error")
+    note = "".join(o.text for o in outputs if o.output_type == "stream")
+    assert error.ename == "RuntimeError" and "expected device" in error.evalue  # PyTorch's message, untranslated
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
+    assert re.search(
+        r"\[设备错误诊所\] 省略了 torch 和课程 helpers 内部的 \d+ 层调用帧：%tb 会打印完整的堆栈回溯。", traceback
+    )
+    assert note.startswith("[设备错误诊所] Expected all tensors to be on the same device\n这是什么意思：")
+    assert "相关课程：第 03 课（设备对象），第 8 节" in note
+    assert nb.cells[3].outputs[0].text.strip() == "[设备错误诊所] 已知设备错误的堆栈回溯：完整显示。"
+    assert nb.cells[4].outputs[0].text.strip() == "%clinic 的参数只能是 'full' 或 'short'。"
