@@ -5,7 +5,9 @@ prints (the doctor's from its own renderer, the benchmark's and the training's f
 """
 
 import datetime
+import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,11 +15,11 @@ from dataclasses import replace
 import pytest
 
 from helpers import data as D
-from helpers import doctor
+from helpers import doctor, gpu_figures
 from tools import course
 from tools import gpu_check as G
 
-H200 = G.Machine(("NVIDIA H200",), "580.65.06", "2.14.1+cu130")
+H200 = G.Machine(("NVIDIA H200",), "580.65.06", "2.14.1+cu130", "13.0")
 GPU_FACTS = doctor.Facts(
     torch_version="2.14.1+cu130",
     torchvision_version="0.29.1+cu130",
@@ -63,6 +65,15 @@ Tudui, batch 256 per GPU, 200 steps per run, 2 round(s); load average at the end
 2 GPUs / 1 GPU: 1.89x (median of the ratios within each round; goal >= 1.80x: OK)
 """
 H200_X2 = replace(H200, gpus=("NVIDIA H200",) * 2)
+FIGURE_VALUES = {"matmul_cuda_events": {"ms_per_matmul": 0.021}, "host_to_device_copies": {"bytes": [4096]},
+                 "forward_memory": {"forward_allocated_mib": 3.3}, "caching_allocator": {"bytes": [1, 2]},
+                 "expandable_segments": {"peak_reserved_bytes": {"expandable_segments:False": 7}}}  # fmt: skip
+FIGURES_OK = "".join(
+    G.FIGURE_LINE
+    + json.dumps({"key": f.key, "what": f.what, "values": FIGURE_VALUES[f.key], "printed": f"{f.key} line"})
+    + "\n"
+    for f in G.FIGURES
+)
 
 
 def doctor_output(facts: doctor.Facts) -> str:
@@ -76,11 +87,12 @@ class FakeRun:
         self.calls = []
         self.outputs = {"doctor": (0, doctor_output(GPU_FACTS)), "suite": (0, SUITE_OK),
                         "benchmark": (0, BENCH_OK), "training": (0, TRAIN_OK), "ladder": (0, LADDER_OK),
-                        "ddp": (0, DDP_OK), **overrides}  # fmt: skip
+                        "ddp": (0, DDP_OK), "figures": (0, FIGURES_OK), **overrides}  # fmt: skip
 
     def __call__(self, command, env, cwd, timeout_s):
         text = " ".join(command[1:])
-        name = next(n for n, key in [("doctor", "helpers.doctor"), ("suite", "pytest"), ("benchmark", "bench_training"),
+        name = next(n for n, key in [("figures", "--measure-figures"), ("doctor", "helpers.doctor"),
+                                     ("suite", "pytest"), ("benchmark", "bench_training"),
                                      ("training", "train_tudui"), ("ladder", "bench_ladder"),
                                      ("ddp", "bench_ddp"), ("extra", "extra")] if key in text)  # fmt: skip
         self.calls.append({"name": name, "command": command, "env": env, "cwd": cwd, "timeout_s": timeout_s})
@@ -126,10 +138,12 @@ def test_detect_names_the_gpus_and_the_driver(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"][i])
     monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
     smi = subprocess.CompletedProcess([], 0, stdout="580.65.06\n580.65.06\n")
     monkeypatch.setattr(G.subprocess, "run", lambda *a, **k: smi)
     machine, why = G.detect()
-    assert why == "" and machine == G.Machine(("NVIDIA H200", "NVIDIA A100-SXM4-80GB"), "580.65.06", "2.14.1+cu130")
+    gpus = ("NVIDIA H200", "NVIDIA A100-SXM4-80GB")
+    assert why == "" and machine == G.Machine(gpus, "580.65.06", "2.14.1+cu130", "13.0")
     assert machine.gpu_text() == "NVIDIA A100-SXM4-80GB, NVIDIA H200"
 
     def no_smi(*a, **k):
@@ -437,3 +451,177 @@ def test_the_ddp_benchmark_without_enough_gpus_says_so(capsys):
         bench.main(G.DDP_ARGS)
     assert exit_info.value.code == 2
     assert "needs 2 CUDA GPUs; this machine has 1" in capsys.readouterr().err
+
+
+# --- --record: the figures the notebooks show without a GPU ---------------------------------------------
+
+
+def read_records(path):
+    return json.loads(path.read_text())["records"]
+
+
+def test_record_without_a_gpu_writes_nothing_and_exits_0(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(G, "detect", lambda: (None, "no CUDA GPU here (a CPU-only build of PyTorch)"))
+    monkeypatch.setattr(G, "run_command", lambda *a: pytest.fail("ran a phase without a GPU"))
+    target = tmp_path / "figures.json"
+    assert G.main(["--record", str(target)]) == 0
+    assert not target.exists()
+    assert "Nothing was run and nothing recorded" in capsys.readouterr().out
+
+
+def test_record_runs_the_figure_phases_and_writes_every_field(gpu_machine, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(G, "detect", lambda: (H200_X2, ""))
+    target = tmp_path / "figures.json"
+    assert G.main(["--record", str(target)]) == 0
+    assert [c["name"] for c in gpu_machine.calls] == ["figures", "ladder", "ddp"], "only the phases that record"
+    figures_call = gpu_machine.calls[0]
+    assert figures_call["env"]["COURSE_DEVICE"] == "cuda" and figures_call["env"]["COURSE_QUICK"] == "1"
+    records = {r["key"]: r for r in read_records(target)}
+    assert sorted(records) == sorted([f.key for f in G.FIGURES] + ["speed_ladder", "ddp_2_gpus"])
+    today = datetime.date.today().isoformat()
+    for record in records.values():
+        assert set(gpu_figures.FIELDS) <= set(record), record
+        assert (record["driver"], record["torch"], record["cuda"], record["date"]) == (
+            "580.65.06", "2.14.1+cu130", "13.0", today)  # fmt: skip
+    assert records["matmul_cuda_events"] == {**records["matmul_cuda_events"], "gpu": "NVIDIA H200",
+                                             "values": {"ms_per_matmul": 0.021}, "printed": "matmul_cuda_events line",
+                                             "command": "python tools/gpu_check.py --record"}  # fmt: skip
+    assert records["ddp_2_gpus"]["gpu"] == "2x NVIDIA H200", "measured on 2 GPUs"
+    assert records["ddp_2_gpus"]["values"] == {
+        "ratio": 1.89,
+        "images_per_s_2_gpus": 181230,
+        "images_per_s_1_gpu": 95800,
+    }
+    assert records["ddp_2_gpus"]["command"] == "python benchmarks/bench_ddp.py " + " ".join(G.DDP_ARGS)
+    assert records["speed_ladder"]["command"] == "python benchmarks/bench_ladder.py --device cuda --repeats 3"
+    assert records["speed_ladder"]["values"] == {"best_rung": "compile", "best_ratio": 14.2}
+    assert "Recorded 7 figure(s)" in capsys.readouterr().out
+
+
+def test_record_on_one_gpu_skips_ddp_and_keeps_what_it_cannot_measure(gpu_machine, tmp_path):
+    target = tmp_path / "figures.json"
+    old_ddp = {"key": "ddp_2_gpus", "gpu": "2x NVIDIA H200", "date": "2026-11-01"}
+    target.write_text(json.dumps({"what": "kept", "records": [old_ddp]}))
+    assert G.main(["--record", str(target)]) == 0
+    assert [c["name"] for c in gpu_machine.calls] == ["figures", "ladder"]
+    data = json.loads(target.read_text())
+    assert data["what"] == "kept" and old_ddp in data["records"], "a figure not measured now keeps its record"
+
+
+def test_a_new_record_replaces_the_old_one_for_the_same_key_and_gpu(gpu_machine, tmp_path):
+    target = tmp_path / "figures.json"
+    old = [
+        {"key": "speed_ladder", "gpu": "NVIDIA H200", "date": "2026-11-30", "values": {"best_ratio": 13.29}},
+        {"key": "speed_ladder", "gpu": "Tesla T4", "date": "2026-11-30", "values": {"best_ratio": 5.0}},
+        {"key": "matmul_cuda_events", "gpu": "Tesla T4", "date": "2026-11-30", "values": {"ms_per_matmul": 0.2}},
+    ]
+    target.write_text(json.dumps({"what": "figures", "records": old}))
+    assert G.main(["--record", str(target), "--only", "ladder"]) == 0
+    records = read_records(target)
+    ladders = {r["gpu"]: r for r in records if r["key"] == "speed_ladder"}
+    assert ladders["NVIDIA H200"]["values"]["best_ratio"] == 14.2, "the same key and GPU: replaced"
+    assert ladders["Tesla T4"] == old[1] and old[2] in records, "another GPU's record, another key: kept"
+    assert len(records) == 3
+    merged = G.merge_records(old, [{"key": "speed_ladder", "gpu": "NVIDIA H200", "date": "2026-12-01"}])
+    assert [(r["key"], r["gpu"], r["date"]) for r in merged] == [
+        ("matmul_cuda_events", "Tesla T4", "2026-11-30"),
+        ("speed_ladder", "NVIDIA H200", "2026-12-01"),
+        ("speed_ladder", "Tesla T4", "2026-11-30"),
+    ]
+
+
+def test_a_failed_figure_phase_records_what_it_read_and_fails_the_check(gpu_machine, tmp_path, capsys):
+    first = FIGURES_OK.splitlines()[0] + "\n"
+    gpu_machine.outputs["figures"] = (1, first)
+    target = tmp_path / "figures.json"
+    assert G.main(["--record", str(target), "--only", "figures"]) == 1
+    assert [r["key"] for r in read_records(target)] == [G.FIGURES[0].key]
+    assert "not read from the notebooks: " + G.FIGURES[1].key in capsys.readouterr().out
+    gpu_machine.outputs["figures"] = (1, "Traceback (most recent call last):\nImportError: nbclient\n")
+    other = tmp_path / "other.json"
+    assert G.main(["--record", str(other), "--only", "figures"]) == 1
+    assert not other.exists(), "nothing measured: nothing written"
+
+
+def test_the_figures_phase_only_runs_to_record(gpu_machine, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        G.main(["--only", "figures"])
+    assert exit_info.value.code == 2 and "add --record" in capsys.readouterr().err
+    assert gpu_machine.calls == []
+
+
+def test_the_record_phases_fit_the_deadline():
+    phases = [G.FIGURES_PHASE, *(p for p in G.PHASES if p.record)]
+    assert [p.name for p in phases] == ["figures", "ladder", "ddp"]
+    assert sum(p.timeout_s for p in phases) <= G.DEADLINE_S
+
+
+LADDER_OUTPUT = """\
+data: synthetic CIFAR-shaped data (fallback, not CIFAR-10)
+device: cuda:0, torch 2.14.1+cu130, 16 CPU threads, 20 steps per run, 3 rounds after one warm-up run
+/site-packages/torch/_inductor/utils.py:1: UserWarning: TensorFloat32 tensor cores available but not enabled
+
+rung                images/s  x article  accuracy  note
+article loop            3100      1.00x     31.0%
+larger batch           41000     13.20x     30.2%
+compile                    -          -         -  skipped: --no-compile
+
+accuracy: test set, after 160 steps of each rung (same initial weights)
+best rung: larger batch, 13.20x the article's loop
+saved runs/bench_ladder_cuda.csv
+"""
+
+
+def test_the_ladder_record_keeps_the_table_and_the_best_rung():
+    (record,) = G.ladder_record(LADDER_OUTPUT)
+    assert record["key"] == "speed_ladder" and record["values"] == {"best_rung": "larger batch", "best_ratio": 13.2}
+    lines = record["printed"].splitlines()
+    assert lines[0].startswith("device: cuda:0") and lines[1].startswith("rung ") and len(lines) == 7
+    assert lines[-1] == "best rung: larger batch, 13.20x the article's loop"
+    assert not any(w in record["printed"] for w in ("UserWarning", "saved", "data:"))
+    with pytest.raises(G.PhaseError, match="no best rung"):
+        G.ladder_record(LADDER_OUTPUT.split("best rung")[0])
+
+
+def test_the_ddp_record_keeps_the_measurement():
+    (record,) = G.ddp_record(DDP_OK)
+    assert record["printed"] == "\n".join(DDP_OK.splitlines()) and record["gpus"] == 2
+    with pytest.raises(G.PhaseError, match="no scaling"):
+        G.ddp_record("Tudui, batch 256 per GPU\n")
+
+
+def test_measure_figures_reads_a_notebooks_printed_lines_and_values(tmp_path):
+    """The figures phase's reading, for real on this CPU: a notebook run in a kernel, one cell's lines, its values."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell("import sys", id="setup"),
+                             new_code_cell("ms = 0.25\nprint('before')\nprint(f'CUDA events: {ms} ms')\nprint('after')",
+                                           id="timed"),
+                             new_code_cell("print('no figure here')", id="silent")])  # fmt: skip
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    figures = [
+        G.Figure("timed", "a time", "nb.ipynb", "timed", r"^CUDA events: ", "{'ms': ms, 'doubled': 2 * ms}"),
+        G.Figure("silent", "nothing printed", "nb.ipynb", "silent", r"^CUDA events: ", "{'ms': ms}"),
+        G.Figure("undefined", "no value", "nb.ipynb", "timed", r"^CUDA events: ", "{'x': not_defined}"),
+    ]
+    found = G.measure_figures(figures, tmp_path, timeout_s=120)
+    assert found == {"timed": {"key": "timed", "what": "a time", "values": {"ms": 0.25, "doubled": 0.5},
+                               "printed": "CUDA events: 0.25 ms"}}  # fmt: skip
+    output = "".join(G.FIGURE_LINE + json.dumps(f) + "\n" for f in found.values())
+    assert G.figure_records(output) == list(found.values())
+
+
+def test_each_figure_comes_from_a_cell_that_shows_it_without_a_gpu():
+    """Each figure's cell exists, defines the names its values read, and its else-branch shows the record."""
+    for figure in G.FIGURES:
+        nb = json.loads((course.NOTEBOOKS / figure.notebook).read_text())
+        cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"}
+        assert figure.cell_id in cells, f"{figure.key}: no cell {figure.cell_id} in {figure.notebook}"
+        source = cells[figure.cell_id]
+        assert f'show_recorded("{figure.key}")' in source.split("else:", 1)[-1], figure.key
+        code = "\n".join(cells.values())
+        names = compile(figure.values, "<values>", "eval").co_names
+        for name in names:
+            assert re.search(rf"^\s*(\w+, )*{name}\b[^=\n]*=[^=]", code, re.MULTILINE), (figure.key, name)

@@ -20,12 +20,19 @@ The benchmarks and the training run offline on purpose (proxy variables point at
 CIFAR-10 is then not downloaded and both train on the synthetic fallback, the same data on every
 machine. A new check is one more ``Phase`` in ``PHASES``; ``min_gpus`` skips it on machines with fewer
 GPUs (as the DDP phase on a machine with one GPU).
+
+``python tools/gpu_check.py --record`` measures the figures the notebooks show where there is no GPU
+(``helpers/gpu_figures.py``): it runs notebooks 06 and 07 on the GPU in quick mode and reads what their
+GPU-only cells printed (``FIGURES``), runs the speed ladder and, with 2 GPUs, DDP, and writes each figure
+as a record with the GPU, driver, torch, CUDA version, date and command into ``helpers/gpu_figures.json``
+(a new record replaces the one with the same key and GPU). Without a GPU it writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import re
 import signal
@@ -41,6 +48,8 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers import gpu_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 _now = time.monotonic  # the clock the deadline is counted on
@@ -85,10 +94,13 @@ class Machine:
     gpus: tuple[str, ...]  # GPU names as torch sees them
     driver: str | None  # NVIDIA driver version from nvidia-smi
     torch: str  # torch.__version__
+    cuda: str | None = None  # torch.version.cuda
 
-    def gpu_text(self) -> str:
-        names = sorted(set(self.gpus))
-        return ", ".join(f"{self.gpus.count(n)}x {n}" if self.gpus.count(n) > 1 else n for n in names)
+    def gpu_text(self, count: int | None = None) -> str:
+        """The GPUs (the first ``count`` of them) as '2x NVIDIA H200' or 'NVIDIA A100, NVIDIA T4'."""
+        gpus = self.gpus[:count]
+        names = sorted(set(gpus))
+        return ", ".join(f"{gpus.count(n)}x {n}" if gpus.count(n) > 1 else n for n in names)
 
 
 @dataclass
@@ -110,6 +122,7 @@ class Phase:
     in_scratch: bool = False  # run in the scratch folder (it writes data or checkpoints), else in the repository
     needs_dev: bool = False  # needs the dev extra (pytest, nbval, ipykernel, ...)
     min_gpus: int = 1
+    record: Callable[[str], list[dict]] | None = None  # output -> figures for --record (key, what, values, printed)
 
 
 @dataclass
@@ -209,6 +222,127 @@ def parse_ddp(output: str) -> dict[str, str]:
     return fields
 
 
+# --- what --record keeps of each phase's output ---------------------------------------------------------
+
+
+def ladder_record(output: str) -> list[dict]:
+    """The ladder's table and best rung as bench_ladder.py printed them."""
+    best = re.search(r"^best rung: (.+), ([\d.]+)x the article's loop$", output, re.MULTILINE)
+    if not best:
+        raise PhaseError("the speed ladder printed no best rung")
+    kept, in_table = [], False
+    for line in output.splitlines():
+        in_table = line.startswith("rung ") or (in_table and bool(line.strip()))
+        if in_table or re.match(r"(device: |accuracy: |compile: |best rung: |  \()", line):
+            kept.append(line.rstrip())
+    what = "notebook 06, section 5: the speed ladder on the GPU, each rung against the article's loop"
+    values = {"best_rung": best.group(1), "best_ratio": float(best.group(2))}
+    return [{"key": "speed_ladder", "what": what, "values": values, "printed": "\n".join(kept)}]
+
+
+def ddp_record(output: str) -> list[dict]:
+    """DDP on 2 GPUs against 1 as bench_ddp.py printed it."""
+    scaling = re.search(r"^2 GPUs / 1 GPU: ([\d.]+)x", output, re.MULTILINE)
+    rates = re.findall(r"^(?:2 GPUs, one process each|1 GPU, one process).*?:\s+(\d+) images/s$", output, re.MULTILINE)
+    if not scaling or len(rates) != 2:
+        raise PhaseError("the DDP benchmark printed no scaling")
+    kept = [line.rstrip() for line in output.splitlines()
+            if re.match(r"(Tudui, batch |2 GPUs, one process|1 GPU, one process|2 GPUs / 1 GPU: )", line)]  # fmt: skip
+    what = "notebook 08: DDP on 2 GPUs (one process each, NCCL) against 1 GPU, Tudui, batch 256 per GPU"
+    values = {"ratio": float(scaling.group(1)), "images_per_s_2_gpus": int(rates[0]),
+              "images_per_s_1_gpu": int(rates[1])}  # fmt: skip
+    return [{"key": "ddp_2_gpus", "what": what, "values": values, "printed": "\n".join(kept), "gpus": 2}]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure a notebook's GPU-only cell prints, recorded by running that notebook on the GPU."""
+
+    key: str  # what the notebook's else-branch passes to show_recorded()
+    what: str
+    notebook: str  # under notebooks/
+    cell_id: str  # the cell whose GPU branch prints the figure
+    lines: str  # regex: the lines of that cell's output that are the figure
+    values: str  # an expression evaluated in the notebook's kernel after the run: the numbers
+
+
+FIGURES = [
+    Figure("matmul_cuda_events", "notebook 06, section 1: a 512x512 float32 matmul timed with CUDA events (mean of 10)",
+           "06_speed.ipynb", "478e2037", r"^CUDA events: ", "{'ms_per_matmul': gpu_ms}"),
+    Figure("host_to_device_copies", "notebook 06, section 2: pageable, pinned and pinned-on-the-fly host-to-device "
+           "copies of 4 KB to 16 MB (quick mode)", "06_speed.ipynb", "6d4b1767", r" -> GPU: ",
+           "{'bytes': sizes, 'gb_per_s': rates}"),
+    Figure("forward_memory", "notebook 07, section 1: what Tudui's forward pass on a batch of 64 allocated on the GPU, "
+           "against the count made on the CPU", "07_memory.ipynb", "1e0b5192",
+           r"^(allocated by the forward pass|peak of forward \+ backward): ",
+           "{'forward_allocated_mib': gpu_activations / MiB, 'counted_on_cpu_mib': activations / MiB}"),
+    Figure("caching_allocator", "notebook 07, section 3: allocated and reserved while holding 256 MiB, after del "
+           "and after empty_cache()", "07_memory.ipynb", "744ff506", r"^(holding 256 MiB|after del|after empty_cache)",
+           "{'bytes_allocated_reserved': {'held': held, 'after_del': after_del, 'after_empty_cache': after_empty}}"),
+    Figure("expandable_segments", "notebook 07, section 3: peak reserved and peak allocated for growing allocations, "
+           "with and without expandable_segments", "07_memory.ipynb", "fee5ff7d", r"^expandable_segments:",
+           "{'peak_reserved_bytes': segments}"),
+]  # fmt: skip
+FIGURE_LINE = "figure: "  # how --measure-figures prints each figure it read: this prefix, then JSON
+PROBE = """
+import json as _json
+def _figure_value(expression):
+    try:
+        return eval(expression, globals())
+    except Exception:
+        return None
+print({prefix!r} + _json.dumps({{k: _figure_value(e) for k, e in {values!r}.items()}}, default=float))
+"""
+
+
+def measure_figures(figures: list[Figure], notebooks: Path, timeout_s: int = 600) -> dict[str, dict]:
+    """Run the notebooks the figures come from (on this machine's device) and read each figure: {key: figure}.
+
+    A figure whose cell printed none of its lines, or whose values could not be read, is left out.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    found = {}
+    for name in dict.fromkeys(f.notebook for f in figures):
+        wanted = [f for f in figures if f.notebook == name]
+        nb = nbformat.read(notebooks / name, as_version=4)
+        prefix = "values of this run: "
+        nb.cells.append(
+            nbformat.v4.new_code_cell(PROBE.format(prefix=prefix, values={f.key: f.values for f in wanted}))
+        )
+        client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
+                                record_timing=False, resources={"metadata": {"path": str(notebooks)}})  # fmt: skip
+        client.execute()
+        probe_out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
+        values = json.loads(probe_out.split(prefix, 1)[1]) if prefix in probe_out else {}
+        for figure in wanted:
+            cell = next(c for c in nb.cells if c.get("id") == figure.cell_id)
+            text = "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+            printed = [line.rstrip() for line in text.splitlines() if re.search(figure.lines, line)]
+            if printed and values.get(figure.key) is not None:
+                found[figure.key] = {"key": figure.key, "what": figure.what, "values": values[figure.key],
+                                     "printed": "\n".join(printed)}  # fmt: skip
+    return found
+
+
+def figure_records(output: str) -> list[dict]:
+    """The figures ``--measure-figures`` printed, one JSON line each."""
+    found = [json.loads(line[len(FIGURE_LINE) :]) for line in output.splitlines() if line.startswith(FIGURE_LINE)]
+    if not found:
+        raise PhaseError("no figure was read from the notebooks")
+    return found
+
+
+def parse_figures(output: str) -> dict[str, str]:
+    found = figure_records(output)
+    missing = [f.key for f in FIGURES if f.key not in {r["key"] for r in found}]
+    fields = {"figures": f"{len(found)} of {len(FIGURES)}"}
+    if missing:
+        raise PhaseError(f"not read from the notebooks: {', '.join(missing)}", fields)
+    return fields
+
+
 # --- the phases --------------------------------------------------------------------------------------
 
 PHASES: list[Phase] = [
@@ -251,6 +385,7 @@ PHASES: list[Phase] = [
         parse_ladder,
         env={"COURSE_QUICK": "0", **OFFLINE},
         in_scratch=True,
+        record=ladder_record,
     ),
     Phase(
         "ddp",  # 4 runs (2 rounds): each starts its processes (a few seconds), then 200 steps of a fraction of a second
@@ -259,8 +394,19 @@ PHASES: list[Phase] = [
         parse_ddp,
         in_scratch=True,
         min_gpus=2,
+        record=ddp_record,
     ),
 ]
+# Only with --record: notebooks 06 and 07 run on the GPU (quick mode, as the suite runs them), their figures read.
+FIGURES_PHASE = Phase(
+    "figures",
+    lambda c: [c.python, str(c.root / "tools" / "gpu_check.py"), "--measure-figures"],
+    240,
+    parse_figures,
+    env={"COURSE_DEVICE": "cuda", "COURSE_QUICK": "1", **OFFLINE},
+    needs_dev=True,
+    record=figure_records,
+)
 
 
 # --- running -----------------------------------------------------------------------------------------
@@ -276,7 +422,7 @@ def detect() -> tuple[Machine | None, str]:
         why = "a CPU-only build of PyTorch" if torch.version.cuda is None else "torch.cuda.is_available() is False"
         return None, f"no CUDA GPU here ({why}; python -m helpers.doctor says more)"
     gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-    return Machine(gpus, nvidia_driver(), torch.__version__), ""
+    return Machine(gpus, nvidia_driver(), torch.__version__, torch.version.cuda), ""
 
 
 def nvidia_driver() -> str | None:
@@ -389,16 +535,79 @@ def check(machine: Machine, context: Context, phases: list[Phase], log_dir: Path
     return results
 
 
+def display_command(phase: Phase) -> str:
+    """The phase's command as a reader would type it in the repository."""
+    return " ".join(phase.command(Context(Path("."), Path("."), "python")))
+
+
+def stamp(figure: dict, machine: Machine, command: str, date: datetime.date | None = None) -> dict:
+    """A figure a phase measured, as a record of the data file: where, with what and when it was measured."""
+    figure = dict(figure)
+    gpus = figure.pop("gpus", 1)
+    return {**figure, "gpu": machine.gpu_text(gpus), "driver": machine.driver or "unknown", "torch": machine.torch,
+            "cuda": machine.cuda or "unknown", "date": (date or datetime.date.today()).isoformat(),
+            "command": command}  # fmt: skip
+
+
+def merge_records(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` with ``new`` added; a new record replaces the old one with the same key and GPU."""
+    replaced = {(r["key"], r["gpu"]) for r in new}
+    kept = [r for r in old if (r["key"], r["gpu"]) not in replaced]
+    return sorted(kept + new, key=lambda r: (r["key"], r["gpu"]))
+
+
+def write_records(path: Path, records: list[dict]) -> None:
+    """Merge ``records`` into the data file at ``path`` (created if missing)."""
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"what": "Figures measured on a GPU."}
+    data["records"] = merge_records(data.get("records", []), records)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def records_of(machine: Machine, phases: list[Phase], results: list[Result], log_dir: Path) -> list[dict]:
+    """The records the phases that ran measured (a phase that failed may still have measured its figure)."""
+    records = []
+    for phase, result in zip(phases, results, strict=True):
+        if phase.record is None or result.status not in ("passed", "failed"):
+            continue
+        try:
+            figures = phase.record((log_dir / f"{phase.name}.log").read_text(encoding="utf-8"))
+        except PhaseError as err:
+            print(f"    {phase.name}: nothing to record ({err.args[0]})")
+            continue
+        command = gpu_figures.RECORD_COMMAND if phase is FIGURES_PHASE else display_command(phase)
+        records += [stamp(figure, machine, command) for figure in figures]
+    return records
+
+
+def main_measure_figures() -> int:
+    """``--measure-figures`` (the figures phase, in its own process): print each figure read, one JSON line each."""
+    found = measure_figures(FIGURES, ROOT / "notebooks")
+    for figure in found.values():
+        print(FIGURE_LINE + json.dumps(figure))
+    return 0 if len(found) == len(FIGURES) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gpu_check.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", choices=[p.name for p in PHASES], help="run only these phases")
+    names = [p.name for p in [*PHASES, FIGURES_PHASE]]
+    parser.add_argument("--only", nargs="+", choices=names, help="run only these phases")
+    parser.add_argument("--record", nargs="?", const=gpu_figures.FIGURES_FILE, type=Path, metavar="FILE",
+                        help="measure the figures the notebooks show without a GPU (the figures, ladder and ddp "
+                        "phases) and write them to FILE (default: helpers/gpu_figures.json)")  # fmt: skip
+    parser.add_argument("--measure-figures", action="store_true", help=argparse.SUPPRESS)  # the figures phase
     args = parser.parse_args(argv)
+    if args.measure_figures:
+        return main_measure_figures()
+    if args.only and FIGURES_PHASE.name in args.only and not args.record:
+        parser.error(f"the {FIGURES_PHASE.name} phase only records: add --record")
 
     machine, why_not = detect()
     if machine is None:
-        print(f"GPU check: {why_not}. Nothing was run; run this on a machine with an NVIDIA GPU.")
+        nothing = "Nothing was run" + (" and nothing recorded" if args.record else "")
+        print(f"GPU check: {why_not}. {nothing}; run this on a machine with an NVIDIA GPU.")
         return 0
-    phases = [p for p in PHASES if not args.only or p.name in args.only]
+    candidates = [FIGURES_PHASE, *(p for p in PHASES if p.record)] if args.record else PHASES
+    phases = [p for p in candidates if not args.only or p.name in args.only]
     print(f"GPU check on {machine.gpu_text()}, driver {machine.driver or 'unknown'}, torch {machine.torch}: "
           f"{', '.join(p.name for p in phases)} (at most {DEADLINE_S // 60} min {DEADLINE_S % 60} s)")  # fmt: skip
     log_dir = ROOT / LOG_DIR
@@ -410,6 +619,11 @@ def main(argv: list[str] | None = None) -> int:
     print("Results row for BENCHMARKS.md's GPU check table:\n")
     print("| " + " | ".join(COLUMNS) + " |")
     print(results_row(machine, results))
+    if args.record:
+        records = records_of(machine, phases, results, log_dir)
+        if records:
+            write_records(args.record, records)
+        print(f"\nRecorded {len(records)} figure(s) in {args.record}: {', '.join(r['key'] for r in records) or '-'}")
     if failed:
         print(f"\nFAILED: {', '.join(f'{r.phase} ({r.status})' for r in failed)}")
         return 1
