@@ -450,6 +450,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m helpers.data",
         description="CIFAR-10 for a room without internet: download it once, pack it into one file, copy that "
         f"file to every machine and set {DATA_ENV}=/path/to/{PACK_NAME} there.",
+        epilog=f"{DATA_ENV} may name the pack, torchvision's cifar-10-python.tar.gz, or a folder that holds "
+        "cifar-10-batches-py (used in place). A pack is unpacked into the course's data/ folder once. Nothing is "
+        f"downloaded while {DATA_ENV} is set; a path without CIFAR-10 stops with a message that says what to do. "
+        "Quick mode (COURSE_QUICK=1) uses the synthetic data in any case.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     packing = commands.add_parser(

@@ -113,6 +113,13 @@ def test_the_learners_files_are_left_as_they_were(graded):
     assert snapshot(folder) == before  # same files, same bytes: no outputs, no data/ or checkpoints/
 
 
+def test_a_runner_that_does_not_stop_in_time_is_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(grade, "KILL_GRACE_S", 0)  # killed at the limit, whatever it is doing
+    shutil.copyfile(SOLVED, tmp_path / "x.ipynb")
+    result = grade.grade_one(tmp_path / "x.ipynb", timeout=0.5, device="cpu")
+    assert (result.status, result.verdicts, result.passed) == ("timeout after 0.5 s", {}, 0)
+
+
 def test_the_lesson_is_read_from_the_cells_in_each_import_style():
     def nb(*sources):
         return {"cells": [{"cell_type": "markdown", "source": "from helpers.exercises import ex09_clinic"}]
