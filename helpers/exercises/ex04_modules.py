@@ -25,6 +25,7 @@ from helpers.exercises import (
     passed,
     shown,
 )
+from helpers.i18n import tr, tr_lazy
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]
@@ -33,17 +34,17 @@ SECTION_UNSAVED = "Going deeper: buffers that checkpoints leave out"
 SECTION_IN_PLACE = "1. model.to() changes the model itself (article section 4, corrected)"
 SECTION_EXERCISES = "Exercises"
 
-BUFFER_HINT = (
+BUFFER_HINT = tr_lazy(
     "Constants that must move with the module but never learn are buffers: register mean and std as buffers "
     "in __init__, and let forward read them from the module."
 )
-BUFFER_MORE = (
+BUFFER_MORE = tr_lazy(
     "nn.Module has a method that registers a tensor under a name as a buffer (section 3 uses it): afterwards "
     "the module has an attribute of that name, .to() moves it, state_dict() saves it, parameters() leaves it "
     "out. A tensor assigned as a plain attribute gets none of that; an nn.Parameter gets trained."
 )
 
-OFF_DEVICE_HINT = (
+OFF_DEVICE_HINT = tr_lazy(
     "Compute where x is and return the result there: no .cpu() or .to() inside forward; read the constants "
     "from the module's buffers, which .to() has moved."
 )
@@ -66,93 +67,146 @@ def standardize(cls) -> object:
     """``cls(mean, std)`` is a module computing ``(x - mean) / std`` whose constants follow ``.to()``."""
     mean, std = torch.tensor(MEAN), torch.tensor(STD)
     module, problem = call_learner(
-        cls, mean, std, when="Building Standardize(mean, std)", hint=BUFFER_HINT, more=BUFFER_MORE, see=SECTION_BUFFERS
+        cls,
+        mean,
+        std,
+        when=tr("Building Standardize(mean, std)"),
+        hint=tr(BUFFER_HINT),
+        more=tr(BUFFER_MORE),
+        see=SECTION_BUFFERS,
     )
     if problem is not None:
         return problem
     if not isinstance(module, nn.Module):
         return failed(
-            "Standardize must be an nn.Module subclass.", "Keep the starter's class line.", see=SECTION_BUFFERS
+            tr("Standardize must be an nn.Module subclass."), tr("Keep the starter's class line."), see=SECTION_BUFFERS
         )
     parameters = [name for name, _ in module.named_parameters()]
     if parameters:
         names = ", ".join(parameters)
-        are = "is an nn.Parameter" if len(parameters) == 1 else "are nn.Parameter objects"
         if any(p.requires_grad for p in module.parameters()):
-            what = (
-                f"{names} {are}: model.parameters() hands them to the optimizer, and the loss's gradient "
-                "reaches them, so training would change your constants."
+            if len(parameters) == 1:
+                what = tr(
+                    "{names} is an nn.Parameter: model.parameters() hands them to the optimizer, and the loss's "
+                    "gradient reaches them, so training would change your constants.",
+                    names=names,
+                )
+            else:
+                what = tr(
+                    "{names} are nn.Parameter objects: model.parameters() hands them to the optimizer, and the "
+                    "loss's gradient reaches them, so training would change your constants.",
+                    names=names,
+                )
+        elif len(parameters) == 1:
+            what = tr(
+                "{names} is an nn.Parameter with requires_grad=False: not trained today, but model.parameters() "
+                "lists them, so they are counted as the model's parameters and handed to the optimizer, and "
+                "model.requires_grad_(True) (which code that unfreezes a model calls) would make them trainable.",
+                names=names,
             )
         else:
-            what = (
-                f"{names} {are} with requires_grad=False: not trained today, but model.parameters() lists "
-                "them, so they are counted as the model's parameters and handed to the optimizer, and "
-                "model.requires_grad_(True) (which code that unfreezes a model calls) would make them trainable."
+            what = tr(
+                "{names} are nn.Parameter objects with requires_grad=False: not trained today, but "
+                "model.parameters() lists them, so they are counted as the model's parameters and handed to the "
+                "optimizer, and model.requires_grad_(True) (which code that unfreezes a model calls) would make "
+                "them trainable.",
+                names=names,
             )
-        return failed(what, BUFFER_HINT, more=BUFFER_MORE, see=SECTION_BUFFERS)
+        return failed(what, tr(BUFFER_HINT), more=tr(BUFFER_MORE), see=SECTION_BUFFERS)
     plain = sorted(name for name, value in vars(module).items() if isinstance(value, torch.Tensor))
     if plain:
         names = ", ".join(f"self.{name}" for name in plain)
-        what = "is a plain tensor attribute, not a buffer" if len(plain) == 1 else "are plain tensor attributes"
-        return failed(
-            f"{names} {what}: "
-            ".to(device) does not know about plain attributes and leaves them where they were created.",
-            BUFFER_HINT,
-            more=BUFFER_MORE,
-            see=SECTION_BUFFERS,
-        )
+        if len(plain) == 1:
+            what = tr(
+                "{names} is a plain tensor attribute, not a buffer: .to(device) does not know about plain "
+                "attributes and leaves them where they were created.",
+                names=names,
+            )
+        else:
+            what = tr(
+                "{names} are plain tensor attributes: .to(device) does not know about plain attributes and leaves "
+                "them where they were created.",
+                names=names,
+            )
+        return failed(what, tr(BUFFER_HINT), more=tr(BUFFER_MORE), see=SECTION_BUFFERS)
     if not list(module.buffers()):
         return failed(
-            "mean and std are not buffers: module.buffers() lists nothing, so .to(device) has nothing to move and "
-            "state_dict() nothing to save.",
-            BUFFER_HINT,
-            more=BUFFER_MORE,
+            tr(
+                "mean and std are not buffers: module.buffers() lists nothing, so .to(device) has nothing to move "
+                "and state_dict() nothing to save."
+            ),
+            tr(BUFFER_HINT),
+            more=tr(BUFFER_MORE),
             see=SECTION_BUFFERS,
         )
     unsaved = sorted(set(dict(module.named_buffers())) - set(module.state_dict()))
     if unsaved:
         return failed(
-            f"Buffer(s) {', '.join(unsaved)} are missing from state_dict() (persistent=False): a checkpoint would "
-            "not save the statistics the model was built with.",
-            "Drop persistent=False: a buffer registered without it is saved with the model.",
+            tr(
+                "Buffer(s) {names} are missing from state_dict() (persistent=False): a checkpoint would not save the "
+                "statistics the model was built with.",
+                names=", ".join(unsaved),
+            ),
+            tr("Drop persistent=False: a buffer registered without it is saved with the model."),
             see=SECTION_UNSAVED,
         )
     if _saved_constants_differ(cls, module):
         return failed(
-            "A module loaded from your module's state_dict() computes something else: the constants are not all "
-            "in state_dict(), so a checkpoint would not restore them.",
-            "Keep mean and std (or what forward computes from them) in buffers. " + BUFFER_HINT,
-            more=BUFFER_MORE,
+            tr(
+                "A module loaded from your module's state_dict() computes something else: the constants are not "
+                "all in state_dict(), so a checkpoint would not restore them."
+            ),
+            tr(
+                "Keep mean and std (or what forward computes from them) in buffers. {hint}",
+                hint=tr(BUFFER_HINT),
+            ),
+            more=tr(BUFFER_MORE),
             see=SECTION_BUFFERS,
         )
     for device in (pick_device(), OTHER_DEVICE):
         module.to(device)
         x = torch.tensor([[3.0, 6.0, 11.0], [1.0, 2.0, 3.0]], device=device)
-        when = f"After module.to({device!s}), calling it on an input on {shown(device)}"
+        when = tr(
+            "After module.to({device}), calling it on an input on {where}", device=str(device), where=shown(device)
+        )
         try:
             result = module(x)
         except Exception as err:  # report it through call_learner, with the hint that fits
             hint = OFF_DEVICE_HINT if "copy out of meta" in str(err) else BUFFER_HINT
-            return call_learner(module, x, when=when, hint=hint, more=BUFFER_MORE, see=SECTION_BUFFERS)[1]
+            return call_learner(module, x, when=when, hint=tr(hint), more=tr(BUFFER_MORE), see=SECTION_BUFFERS)[1]
         if not isinstance(result, torch.Tensor) or result.device != device:
             where = result.device if isinstance(result, torch.Tensor) else type(result).__name__
             return failed(
-                f"After module.to({device}), with an input on {shown(device)}, the output is on {where}.",
-                OFF_DEVICE_HINT,
-                more=BUFFER_MORE,
+                tr(
+                    "After module.to({device}), with an input on {shown}, the output is on {where}.",
+                    device=str(device),
+                    shown=shown(device),
+                    where=str(where),
+                ),
+                tr(OFF_DEVICE_HINT),
+                more=tr(BUFFER_MORE),
                 see=SECTION_BUFFERS,
             )
         if device.type != "meta":
             expected = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
             if not torch.allclose(result.cpu(), expected):
                 return failed(
-                    f"With mean={MEAN} and std={STD}, Standardize gave {result.cpu().tolist()} for "
-                    f"[[3, 6, 11], [1, 2, 3]], expected {expected.tolist()}.",
-                    "forward computes (x - mean) / std, element by element, with the constants given to __init__.",
+                    tr(
+                        "With mean={mean} and std={std}, Standardize gave {got} for [[3, 6, 11], [1, 2, 3]], "
+                        "expected {expected}.",
+                        mean=MEAN,
+                        std=STD,
+                        got=result.cpu().tolist(),
+                        expected=expected.tolist(),
+                    ),
+                    tr("forward computes (x - mean) / std, element by element, with the constants given to __init__."),
                     see=SECTION_BUFFERS,
                 )
     return passed(
-        "The constants are buffers: they follow .to() (to meta too), are saved in state_dict() and are never trained."
+        tr(
+            "The constants are buffers: they follow .to() (to meta too), are saved in state_dict() and are never "
+            "trained."
+        )
     )
 
 
@@ -186,11 +240,11 @@ def _probe_log(model: nn.Module) -> list[tuple[bool, torch.device, bool]]:
     return [entry for module in model.modules() if isinstance(module, _Probe) for entry in module.seen]
 
 
-PREDICT_HINT = (
+PREDICT_HINT = tr_lazy(
     "Move both the model and the input to `device` (a model moves in place; a tensor's move returns a new "
     "tensor, to keep), then predict in evaluation mode without recording gradients."
 )
-PREDICT_MORE = (
+PREDICT_MORE = tr_lazy(
     "Section 1: a model's .to() changes the model itself, a tensor's .to() returns a new tensor and leaves "
     "the original where it was. Dropout and BatchNorm act differently while training: a module's .eval() "
     "switches them off (and .train() back on). torch.no_grad(), as a with-block, stops autograd from "
@@ -198,7 +252,7 @@ PREDICT_MORE = (
 )
 
 
-FETCH_HINT = (
+FETCH_HINT = tr_lazy(
     "Return the model's output as it is, on the device: the caller decides when to fetch it (copy it to the CPU)."
 )
 
@@ -211,75 +265,105 @@ def predict(fn) -> object:
         reference = _tiny_classifier().eval()
         requires_grad = [p.requires_grad for p in model.parameters()]
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+        when = tr("Predicting on {device}", device=shown(device))
         try:
             result = fn(model, x, device)
         except Exception as err:  # report it through call_learner (on a fresh model), with the hint that fits
             moved = module_devices(model)
             see = SECTION_IN_PLACE
             if moved != {device}:
-                hint = (
-                    f"Your model's parameters are on {device_names(moved)}, not on {shown(device)}: the "
-                    "model was not moved. " + PREDICT_HINT
+                hint = tr(
+                    "Your model's parameters are on {where}, not on {device}: the model was not moved. {hint}",
+                    where=device_names(moved),
+                    device=shown(device),
+                    hint=tr(PREDICT_HINT),
                 )
             elif "copy out of meta" in str(err):
-                hint, see = FETCH_HINT, SECTION_EXERCISES
+                hint, see = tr(FETCH_HINT), SECTION_EXERCISES
             elif "device" in str(err):
-                hint = (
-                    f"The model is on {shown(device)}, the input is not: move the input too, and keep the tensor "
-                    "the move returns (x itself does not change)."
+                hint = tr(
+                    "The model is on {device}, the input is not: move the input too, and keep the tensor the move "
+                    "returns (x itself does not change).",
+                    device=shown(device),
                 )
             else:
-                hint = PREDICT_HINT
-            when = f"Predicting on {shown(device)}"
-            return call_learner(fn, _tiny_classifier(), x, device, when=when, hint=hint, more=PREDICT_MORE, see=see)[1]
-        when = f"Predicting on {shown(device)}"
+                hint = tr(PREDICT_HINT)
+            return call_learner(
+                fn, _tiny_classifier(), x, device, when=when, hint=hint, more=tr(PREDICT_MORE), see=see
+            )[1]
         if not isinstance(result, torch.Tensor):
             return failed(
-                f"{when}: return the model's output tensor, not {type(result).__name__}.",
-                FETCH_HINT,
+                tr(
+                    "{when}: return the model's output tensor, not {type_name}.",
+                    when=when,
+                    type_name=type(result).__name__,
+                ),
+                tr(FETCH_HINT),
                 see=SECTION_EXERCISES,
             )
         seen = _probe_log(model)
         if not seen:
             return failed(
-                f"{when}: your function never ran the model you were given.",
-                "Run the model it was given on x, on `device`, and return its output.",
+                tr("{when}: your function never ran the model you were given.", when=when),
+                tr("Run the model it was given on x, on `device`, and return its output."),
                 see=SECTION_EXERCISES,
             )
         training, where, recorded = seen[-1]  # the run that made the output
         if where != device:
             return failed(
-                f"Asked for {shown(device)}, the model ran on {where}.",
-                PREDICT_HINT,
-                more=PREDICT_MORE,
+                tr("Asked for {device}, the model ran on {where}.", device=shown(device), where=str(where)),
+                tr(PREDICT_HINT),
+                more=tr(PREDICT_MORE),
                 see=SECTION_IN_PLACE,
             )
         if result.device != device:
             return failed(
-                f"Asked for {shown(device)}, your output is on {result.device}.", FETCH_HINT, see=SECTION_EXERCISES
+                tr("Asked for {device}, your output is on {where}.", device=shown(device), where=str(result.device)),
+                tr(FETCH_HINT),
+                see=SECTION_EXERCISES,
             )
         if training:
             return failed(
-                f"{when}: the model ran in training mode, so Dropout zeroed random activations of your prediction.",
-                "Switch the model to evaluation mode before predicting (and back afterwards, if you like); "
-                "the exercise asks for it.",
-                more=PREDICT_MORE,
+                tr(
+                    "{when}: the model ran in training mode, so Dropout zeroed random activations of your prediction.",
+                    when=when,
+                ),
+                tr(
+                    "Switch the model to evaluation mode before predicting (and back afterwards, if you like); the "
+                    "exercise asks for it."
+                ),
+                more=tr(PREDICT_MORE),
                 see=SECTION_EXERCISES,
             )
         if recorded:
+            if result.requires_grad:
+                what = tr(
+                    "{when}: autograd recorded the forward pass: gradients were enabled while the model ran.",
+                    when=when,
+                )
+            else:
+                what = tr(
+                    "{when}: autograd recorded the forward pass: gradients were enabled while the model ran "
+                    "(.detach() afterwards drops the graph, but it was built).",
+                    when=when,
+                )
             return failed(
-                f"{when}: autograd recorded the forward pass: gradients were enabled while the model ran"
-                + (" (.detach() afterwards drops the graph, but it was built)." if not result.requires_grad else "."),
-                "Run the model inside a block where autograd records nothing: torch.no_grad() (or "
-                "torch.inference_mode()).",
-                more=PREDICT_MORE,
+                what,
+                tr(
+                    "Run the model inside a block where autograd records nothing: torch.no_grad() (or "
+                    "torch.inference_mode())."
+                ),
+                more=tr(PREDICT_MORE),
                 see=SECTION_EXERCISES,
             )
         if [p.requires_grad for p in model.parameters()] != requires_grad:
             return failed(
-                f"{when}: your function changed the model's requires_grad flags: the caller's training would no "
-                "longer update those parameters.",
-                "Leave the parameters as they are; torch.no_grad() stops recording without touching them.",
+                tr(
+                    "{when}: your function changed the model's requires_grad flags: the caller's training would no "
+                    "longer update those parameters.",
+                    when=when,
+                ),
+                tr("Leave the parameters as they are; torch.no_grad() stops recording without touching them."),
                 see=SECTION_EXERCISES,
             )
         if device.type != "meta":
@@ -287,8 +371,15 @@ def predict(fn) -> object:
                 expected = reference(x)
             if result.shape != expected.shape or not torch.allclose(result.cpu(), expected, atol=1e-5):
                 return failed(
-                    f"{when}: your output differs from the model's own output in eval mode.",
-                    "Return the model's output as it is: no softmax, rounding or other change.",
+                    tr("{when}: your output differs from the model's own output in eval mode.", when=when),
+                    tr("Return the model's output as it is: no softmax, rounding or other change."),
                     see=SECTION_EXERCISES,
                 )
-    return passed("Model and input on the same device, eval mode, no gradients: a prediction that runs anywhere.")
+    return passed(tr("Model and input on the same device, eval mode, no gradients: a prediction that runs anywhere."))
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy("`cls(mean, std)` is a module computing `(x - mean) / std` whose constants follow `.to()`."),
+    tr_lazy("`fn(model, x, device)` returns `model(x)` computed on `device`, in eval mode, without gradients."),
+)
