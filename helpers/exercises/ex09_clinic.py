@@ -53,6 +53,7 @@ from helpers.exercises import (
     passed,
 )
 from helpers.exercises.ex05_training import CLASS_COUNTS  # the rare class 9 (truck), as in notebook 05
+from helpers.i18n import tr, tr_lazy
 from helpers.models import Tudui
 from helpers.simulate import simulated_machine
 
@@ -215,13 +216,13 @@ def like_a_gpu():
 LR, MOMENTUM = 0.1, 0.9
 CLASS_WEIGHTS = sum(CLASS_COUNTS) / (len(CLASS_COUNTS) * torch.tensor(CLASS_COUNTS, dtype=torch.float32))
 
-TRAIN_HINT = (
+TRAIN_HINT = tr_lazy(
     "Five things are wrong in the script: where the head layer is made, when the model moves (before or after its "
     "optimizer), the loss's class weights, the labels, and how the loss is logged. Section 2 of this notebook (its "
     "five ways in) and section 3 show each."
 )
-FLOAT_HINT = "Return Python floats: a tensor method turns a one-element tensor into one (section 3)."
-LAYER_HINT = (
+FLOAT_HINT = tr_lazy("Return Python floats: a tensor method turns a one-element tensor into one (section 3).")
+LAYER_HINT = tr_lazy(
     "Make the layer once, in __init__, as an attribute of the model, and only call it in forward() (section 2, way "
     "4): then .to() moves it and the optimizer trains it."
 )
@@ -284,38 +285,46 @@ def _reference(make_model, start, batches, device):
 
 def _model_problem(make_model):
     """Feedback if the model class fails on a device that is never the CPU, or is random at every call."""
-    model, problem = call_learner(make_model, when="Building your model", hint=LAYER_HINT)
+    model, problem = call_learner(make_model, when=tr("Building your model"), hint=tr(LAYER_HINT))
     if problem is not None:
         return problem
     if not isinstance(model, nn.Module):
-        return failed(f"make_model() must build an nn.Module, not {type(model).__name__}.", LAYER_HINT)
+        return failed(
+            tr("make_model() must build an nn.Module, not {kind}.", kind=type(model).__name__), tr(LAYER_HINT)
+        )
     with like_a_gpu():
         model.to(OTHER_DEVICE)
         out, error = _quietly(model, torch.rand(4, 3, 8, 8, device=OTHER_DEVICE))
     if error is not None:
-        message = (
-            f"Your model on {OTHER_DEVICE}, called on images on {OTHER_DEVICE}, raised {type(error).__name__}: {error}"
+        message = tr(
+            "Your model on {device}, called on images on {device}, raised {error_type}: {error}",
+            device=OTHER_DEVICE,
+            error_type=type(error).__name__,
+            error=error,
         )
         if module_devices(model) == {OTHER_DEVICE}:
-            message += (
-                f"\n  Every parameter is on {OTHER_DEVICE}, so the culprit is a layer (or tensor) created inside "
+            message += tr(
+                "\n  Every parameter is on {device}, so the culprit is a layer (or tensor) created inside "
                 "forward(): it is born on the CPU, and .to() only moves what __init__ registered. On a GPU this "
-                "is 'Expected all tensors to be on the same device'."
+                "is 'Expected all tensors to be on the same device'.",
+                device=OTHER_DEVICE,
             )
-        return failed(message, LAYER_HINT)
+        return failed(message, tr(LAYER_HINT))
     if not isinstance(out, torch.Tensor) or out.shape != (4, 10):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        return failed(f"Your model must give 10 scores per image (4 x 10 here), got {got}.", LAYER_HINT)
+        return failed(tr("Your model must give 10 scores per image (4 x 10 here), got {got}.", got=got), tr(LAYER_HINT))
     torch.manual_seed(0)
     model = make_model().eval()
     images = torch.rand(4, 3, 8, 8)
     with torch.no_grad():
         if not torch.equal(model(images), model(images)):
             return failed(
-                "Called twice on the same images, your model gives different outputs: a layer created inside "
-                "forward() is new and random at every call, so it is never trained (moving it with "
-                ".to(x.device) fixes the device, not that).",
-                LAYER_HINT,
+                tr(
+                    "Called twice on the same images, your model gives different outputs: a layer created inside "
+                    "forward() is new and random at every call, so it is never trained (moving it with "
+                    ".to(x.device) fixes the device, not that)."
+                ),
+                tr(LAYER_HINT),
             )
     return None
 
@@ -326,64 +335,131 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
         return failed(NOT_WRITTEN)
     if isinstance(error, TypeError) and "numpy" in str(error):
         return failed(
-            f"`.numpy()` of a tensor on {device} raised TypeError: {error} On a GPU: can't convert cuda:0 device "
-            "type tensor to numpy. A NumPy array lives in the CPU's memory.",
-            "A device tensor must come to the CPU before NumPy can read it; for one number, a tensor method gives a "
-            "Python float directly (section 3).",
+            tr(
+                "`.numpy()` of a tensor on {device} raised TypeError: {error} On a GPU: can't convert cuda:0 device "
+                "type tensor to numpy. A NumPy array lives in the CPU's memory.",
+                device=device,
+                error=error,
+            ),
+            tr(
+                "A device tensor must come to the CPU before NumPy can read it; for one number, a tensor method gives "
+                "a Python float directly (section 3)."
+            ),
         )
     if not rules.refusals or not built.models:
         text = str(error)
         hint = (
-            "Use the `device` argument, never .cuda() or 'cuda'." if "CUDA" in text or "NVIDIA" in text else TRAIN_HINT
+            tr("Use the `device` argument, never .cuda() or 'cuda'.")
+            if "CUDA" in text or "NVIDIA" in text
+            else tr(TRAIN_HINT)
         )
-        return failed(f"Training on {device}, your code raised {type(error).__name__}: {text}", hint)
+        return failed(
+            tr(
+                "Training on {device}, your code raised {error_type}: {error}",
+                device=device,
+                error_type=type(error).__name__,
+                error=text,
+            ),
+            hint,
+        )
     op, args, odd, main, stepping = rules.refusals[-1]
     where = module_devices(built.models[-1])
     if where != {device}:
         on_gpu = (
-            " On a GPU: 'Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same'."
+            tr(
+                " On a GPU: 'Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the "
+                "same'."
+            )
             if op == "convolution" and "weight" in args
             else ""
         )
         return failed(
-            f"Asked to train on {device}, the model stayed on {device_names(where)}: it was never moved "
-            f"({type(error).__name__}: {error}).{on_gpu}",
-            "Move the model to the device right after building it, before its optimizer is built and loaded (section "
-            "2, way 5).",
+            tr(
+                "Asked to train on {device}, the model stayed on {where}: it was never moved "
+                "({error_type}: {error}).{on_gpu}",
+                device=device,
+                where=device_names(where),
+                error_type=type(error).__name__,
+                error=error,
+                on_gpu=on_gpu,
+            ),
+            tr(
+                "Move the model to the device right after building it, before its optimizer is built and loaded "
+                "(section 2, way 5)."
+            ),
         )
     if stepping:
         state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
         return failed(
-            f"optimizer.step() found its momentum on {device_names(state - {main}) or odd} and the parameters on "
-            f"{main}: "
-            "optimizer.load_state_dict() puts the state beside the parameters as they are at that moment (still "
-            f"on the CPU), and model.to({device}) afterwards moves the parameters, not the optimizer's state. On a "
-            "GPU: 'Expected all tensors to be on the same device'.",
-            "Move the model first, then build the optimizer and load its state.",
+            tr(
+                "optimizer.step() found its momentum on {state} and the parameters on {main}: "
+                "optimizer.load_state_dict() puts the state beside the parameters as they are at that moment (still "
+                "on the CPU), and model.to({device}) afterwards moves the parameters, not the optimizer's state. On "
+                "a GPU: 'Expected all tensors to be on the same device'.",
+                state=device_names(state - {main}) or odd,
+                main=main,
+                device=device,
+            ),
+            tr("Move the model first, then build the optimizer and load its state."),
         )
     if op.startswith("nll_loss"):
         if "target" in args:
-            culprits = "labels" + (" and the loss's class weights" if "weight" in args else "")
+            fields = dict(odd=odd, main=main)
+            if "weight" in args:
+                return failed(
+                    tr(
+                        "The labels and the loss's class weights stayed on {odd} while the model's outputs are on "
+                        "{main}: the loss raised 'Expected all tensors to be on the same device' (as on a GPU).",
+                        **fields,
+                    ),
+                    tr(
+                        "Move the labels where you move the images (section 2, way 2). The loss's class weights go "
+                        "there too (way 3)."
+                    ),
+                )
             return failed(
-                f"The {culprits} stayed on {odd} while the model's outputs are on {main}: the loss raised "
-                f"'Expected all tensors to be on the same device' (as on a GPU).",
-                "Move the labels where you move the images (section 2, way 2)."
-                + (" The loss's class weights go there too (way 3)." if "weight" in args else ""),
+                tr(
+                    "The labels stayed on {odd} while the model's outputs are on {main}: the loss raised "
+                    "'Expected all tensors to be on the same device' (as on a GPU).",
+                    **fields,
+                ),
+                tr("Move the labels where you move the images (section 2, way 2)."),
             )
         if "weight" in args:
             return failed(
-                f"The loss's class weights stayed on {odd} while the outputs and labels are on {main}: the loss "
-                "raised 'Expected all tensors to be on the same device' (as on a GPU).",
-                "The class weights are a buffer of the loss module, and a module's .to() moves its buffers "
-                "(section 2, way 3).",
+                tr(
+                    "The loss's class weights stayed on {odd} while the outputs and labels are on {main}: the loss "
+                    "raised 'Expected all tensors to be on the same device' (as on a GPU).",
+                    odd=odd,
+                    main=main,
+                ),
+                tr(
+                    "The class weights are a buffer of the loss module, and a module's .to() moves its buffers "
+                    "(section 2, way 3)."
+                ),
             )
     if op in ("convolution", "addmm", "mm"):
         return failed(
-            f"The images reached the model on {odd}, the model is on {main}: {error}",
-            "Tensor.to() returns a moved copy and leaves the original where it was: keep what it returns "
-            "(section 2, way 1).",
+            tr(
+                "The images reached the model on {odd}, the model is on {main}: {error}",
+                odd=odd,
+                main=main,
+                error=error,
+            ),
+            tr(
+                "Tensor.to() returns a moved copy and leaves the original where it was: keep what it returns "
+                "(section 2, way 1)."
+            ),
         )
-    return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", TRAIN_HINT)
+    return failed(
+        tr(
+            "Training on {device}, your code raised {error_type}: {error}",
+            device=device,
+            error_type=type(error).__name__,
+            error=error,
+        ),
+        tr(TRAIN_HINT),
+    )
 
 
 def _floats_problem(losses, n: int):
@@ -391,16 +467,21 @@ def _floats_problem(losses, n: int):
         isinstance(losses, list | tuple) and any(isinstance(x, torch.Tensor) for x in losses)
     ):
         return failed(
-            "Return the losses as Python floats, not tensors: tensors on the GPU keep GPU memory (and a graph, "
-            "unless detached).",
-            FLOAT_HINT,
+            tr(
+                "Return the losses as Python floats, not tensors: tensors on the GPU keep GPU memory (and a graph, "
+                "unless detached)."
+            ),
+            tr(FLOAT_HINT),
         )
     if not isinstance(losses, list | tuple) or len(losses) != n:
-        got = f"{len(losses)} values" if isinstance(losses, list | tuple) else type(losses).__name__
-        return failed(f"Return a list of {n} losses, one per batch; got {got}.", FLOAT_HINT)
+        if isinstance(losses, list | tuple):
+            message = tr("Return a list of {n} losses, one per batch; got {count} values.", n=n, count=len(losses))
+        else:
+            message = tr("Return a list of {n} losses, one per batch; got {kind}.", n=n, kind=type(losses).__name__)
+        return failed(message, tr(FLOAT_HINT))
     if not all(isinstance(x, numbers.Real) for x in losses):
         kinds = sorted({type(x).__name__ for x in losses if not isinstance(x, numbers.Real)})
-        return failed(f"Return the losses as floats, not {', '.join(kinds)}.", FLOAT_HINT)
+        return failed(tr("Return the losses as floats, not {kinds}.", kinds=", ".join(kinds)), tr(FLOAT_HINT))
     return None
 
 
@@ -412,7 +493,7 @@ def fixed_training(train, make_model=None) -> object:
     with ``nn.CrossEntropyLoss(weight=class_weights)``; return the losses as floats. ``make_model`` is your
     fixed model class."""
     if make_model is None:
-        return failed("Pass your model class too: check.fixed_training(train, Net).")
+        return failed(tr("Pass your model class too: check.fixed_training(train, Net)."))
     problem = _model_problem(make_model)
     if problem is not None:
         return problem
@@ -424,19 +505,26 @@ def fixed_training(train, make_model=None) -> object:
     if error is not None:
         return _meta_diagnosis(error, rules, built, OTHER_DEVICE)
     if not built.models:
-        return failed("Your train() never called make_model(): build the model with it.", TRAIN_HINT)
+        return failed(tr("Your train() never called make_model(): build the model with it."), tr(TRAIN_HINT))
     where = module_devices(built.models[-1])
     if where != {OTHER_DEVICE}:
         return failed(
-            f"Asked to train on {OTHER_DEVICE} (a device that is never the CPU), your model is on "
-            f"{device_names(where)}.",
-            "Use the `device` argument you are given, for the model (before its optimizer) and for every tensor.",
+            tr(
+                "Asked to train on {device} (a device that is never the CPU), your model is on {where}.",
+                device=OTHER_DEVICE,
+                where=device_names(where),
+            ),
+            tr("Use the `device` argument you are given, for the model (before its optimizer) and for every tensor."),
         )
     state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
     if state - {OTHER_DEVICE}:
         return failed(
-            f"After training on {OTHER_DEVICE}, the optimizer's state is on {device_names(state)}.",
-            "Move the model first, then build the optimizer and load its state.",
+            tr(
+                "After training on {device}, the optimizer's state is on {state}.",
+                device=OTHER_DEVICE,
+                state=device_names(state),
+            ),
+            tr("Move the model first, then build the optimizer and load its state."),
         )
     problem = _floats_problem(losses, len(batches))
     if problem is not None:
@@ -449,64 +537,93 @@ def fixed_training(train, make_model=None) -> object:
     if error is not None:
         if _unwritten(error):
             return failed(NOT_WRITTEN)
-        return failed(f"Training on {device}, your code raised {type(error).__name__}: {error}", TRAIN_HINT)
+        return failed(
+            tr(
+                "Training on {device}, your code raised {error_type}: {error}",
+                device=device,
+                error_type=type(error).__name__,
+                error=error,
+            ),
+            tr(TRAIN_HINT),
+        )
     problem = _floats_problem(losses, len(batches))
     if problem is not None:
         return problem
     expected, weights, unweighted = _reference(make_model, start, batches, device)
     got = [float(x) for x in losses]
     close = [math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)]
-    shown = f"yours {[round(x, 4) for x in got]}, expected {[round(x, 4) for x in expected]}"
+    shown = tr(
+        "yours {got}, expected {expected}",
+        got=[round(x, 4) for x in got],
+        expected=[round(x, 4) for x in expected],
+    )
     if not close[0]:
         if math.isclose(got[0], unweighted, rel_tol=1e-4, abs_tol=1e-6):
             return failed(
-                f"Your first loss is the unweighted one ({shown}): the loss ignores the class weights.",
-                "Keep the script's class weights in the loss (on the device, section 2, way 3).",
+                tr("Your first loss is the unweighted one ({shown}): the loss ignores the class weights.", shown=shown),
+                tr("Keep the script's class weights in the loss (on the device, section 2, way 3)."),
             )
         return failed(
-            f"Your first loss is not the one the checkpoint's model gives with the class-weighted loss ({shown}).",
-            "Load the checkpoint's model state into the model before training, and keep the script's "
-            "class-weighted loss.",
+            tr(
+                "Your first loss is not the one the checkpoint's model gives with the class-weighted loss ({shown}).",
+                shown=shown,
+            ),
+            tr(
+                "Load the checkpoint's model state into the model before training, and keep the script's "
+                "class-weighted loss."
+            ),
         )
     if not all(close):
         return failed(
-            f"Your first loss is right but later ones differ ({shown}): the updates are not the resumed "
-            "optimizer's. Its momentum from the checkpoint was not loaded, or the model was not the one it updates.",
-            "Build the optimizer on the moved model's parameters, then load its state from the checkpoint; one "
-            "zero_grad/backward/step per batch.",
+            tr(
+                "Your first loss is right but later ones differ ({shown}): the updates are not the resumed "
+                "optimizer's. Its momentum from the checkpoint was not loaded, or the model was not the one it "
+                "updates.",
+                shown=shown,
+            ),
+            tr(
+                "Build the optimizer on the moved model's parameters, then load its state from the checkpoint; one "
+                "zero_grad/backward/step per batch."
+            ),
         )
     trained = list(built.models[-1].parameters()) if built.models else []
     if len(trained) != len(weights) or not all(
         torch.allclose(a.detach(), b, rtol=1e-3, atol=1e-5) for a, b in zip(trained, weights, strict=True)
     ):
-        return failed("The losses are right, but the model's final weights are not the reference's.", TRAIN_HINT)
+        return failed(
+            tr("The losses are right, but the model's final weights are not the reference's."), tr(TRAIN_HINT)
+        )
     return passed(
-        f"The resumed training runs on {OTHER_DEVICE} under a GPU's rules and on the course device gives the reference "
-        "losses: model, labels, class weights and optimizer state on one device, every layer registered, "
-        "losses logged as floats."
+        tr(
+            "The resumed training runs on {device} under a GPU's rules and on the course device gives the reference "
+            "losses: model, labels, class weights and optimizer state on one device, every layer registered, "
+            "losses logged as floats.",
+            device=OTHER_DEVICE,
+        )
     )
 
 
 # ---------------------------------------------------------------- Exercise 2: a checkpoint loader for any machine
 
-LOAD_HINT = (
+LOAD_HINT = tr_lazy(
     "Four steps, section 7 of this notebook: read the file onto the CPU, weights only; take the model's state_dict "
     "out of a training checkpoint; strip the wrappers' prefixes from its keys; load it into a plain Tudui, then "
     "move the model to the device."
 )
-PREFIX_HINT = (
+PREFIX_HINT = tr_lazy(
     "Strip every leading 'module.' and '_orig_mod.' from each key, in whichever order and however often they come "
     "(section 7); load_state_dict's error lists the keys that do not fit."
 )
 
 # (file name, what a GPU machine saved, the wrappers around the model from the outside in, saved as a training dict)
 CHECKPOINTS = [
-    ("plain.pt", "a plain Tudui's state_dict", (), False),
-    ("ddp.pt", "DDP's state_dict (keys 'module.…')", ("module",), False),
-    ("compiled.pt", "a training checkpoint of a torch.compile'd model (keys '_orig_mod.…')", ("_orig_mod",), True),
-    ("compiled_ddp.pt", "torch.compile(DDP(model))'s state_dict (keys '_orig_mod.module.…')",
+    ("plain.pt", tr_lazy("a plain Tudui's state_dict"), (), False),
+    ("ddp.pt", tr_lazy("DDP's state_dict (keys 'module.…')"), ("module",), False),
+    ("compiled.pt", tr_lazy("a training checkpoint of a torch.compile'd model (keys '_orig_mod.…')"),
+     ("_orig_mod",), True),
+    ("compiled_ddp.pt", tr_lazy("torch.compile(DDP(model))'s state_dict (keys '_orig_mod.module.…')"),
      ("_orig_mod", "module"), False),
-    ("ddp_compiled.pt", "a training checkpoint of DDP(torch.compile(model)) (keys 'module._orig_mod.…')",
+    ("ddp_compiled.pt", tr_lazy("a training checkpoint of DDP(torch.compile(model)) (keys 'module._orig_mod.…')"),
      ("module", "_orig_mod"), True),
 ]  # fmt: skip
 
@@ -556,17 +673,29 @@ def _mangled(unexpected: str, saved_keys: list[str], plain_keys) -> str:
         return ""
     source = min(sources, key=len)
     plain = next((p for p in plain_keys if source.endswith(p)), None)
-    text = f" Your code turned the file's key {source!r} into {unexpected!r}"
-    text += f"; a plain Tudui's key is {plain!r}." if plain else "."
+    if plain:
+        text = tr(
+            " Your code turned the file's key {source!r} into {unexpected!r}; a plain Tudui's key is {plain!r}.",
+            source=source,
+            unexpected=unexpected,
+            plain=plain,
+        )
+    else:
+        text = tr(
+            " Your code turned the file's key {source!r} into {unexpected!r}.", source=source, unexpected=unexpected
+        )
     stripped = source
     for _ in range(3):
         stripped = stripped.lstrip("module.").lstrip("_orig_mod.")  # noqa: B005 (the mistake reproduced)
     for chars in ("module.", "_orig_mod."):
         if unexpected in (source.lstrip(chars), stripped):
-            text += (
-                f" str.lstrip({chars!r}) strips any of the characters {' '.join(dict.fromkeys(chars))} from the "
-                f"left, not the prefix {chars!r}: it ate {source[: len(source) - len(unexpected)]!r}. Remove a prefix "
-                "with str.removeprefix, or slice it off after a startswith test."
+            text += tr(
+                " str.lstrip({chars!r}) strips any of the characters {letters} from the "
+                "left, not the prefix {chars!r}: it ate {eaten!r}. Remove a prefix "
+                "with str.removeprefix, or slice it off after a startswith test.",
+                chars=chars,
+                letters=" ".join(dict.fromkeys(chars)),
+                eaten=source[: len(source) - len(unexpected)],
             )
             break
     return text
@@ -579,57 +708,117 @@ def _load_error(error: Exception, what: str, training: bool, where: str, saved_k
         return failed(NOT_WRITTEN)
     if "deserialize object on a CUDA device" in text:
         return failed(
-            f"{where}, torch.load tried to put the tensors of {what} back on cuda:0, where they were saved.",
-            "torch.load puts each tensor back on the device it was saved from unless its map_location argument "
-            "says otherwise (section 7).",
+            tr(
+                "{where}, torch.load tried to put the tensors of {what} back on cuda:0, where they were saved.",
+                where=where,
+                what=what,
+            ),
+            tr(
+                "torch.load puts each tensor back on the device it was saved from unless its map_location argument "
+                "says otherwise (section 7)."
+            ),
         )
     if isinstance(error, KeyError) and not training:
         return failed(
-            f"{where}, your code raised KeyError: {error} for {what}: that file is the state_dict itself, not a "
-            "training checkpoint dict.",
-            "A training checkpoint holds the state_dict under a key, a bare state_dict does not: look at what the "
-            "file holds before taking it out.",
+            tr(
+                "{where}, your code raised KeyError: {error} for {what}: that file is the state_dict itself, not a "
+                "training checkpoint dict.",
+                where=where,
+                error=error,
+                what=what,
+            ),
+            tr(
+                "A training checkpoint holds the state_dict under a key, a bare state_dict does not: look at what "
+                "the file holds before taking it out."
+            ),
         )
     if "Unexpected key" in text or "Missing key" in text:
         if training and ('"epoch"' in text or '"optimizer"' in text):
             return failed(
-                f"{where}, {what} holds the model's state_dict under 'model', beside 'optimizer' and 'epoch': "
-                "your code loaded the whole dict as a state_dict.",
-                "Take the model's state_dict out of a training checkpoint (and only out of one).",
+                tr(
+                    "{where}, {what} holds the model's state_dict under 'model', beside 'optimizer' and 'epoch': "
+                    "your code loaded the whole dict as a state_dict.",
+                    where=where,
+                    what=what,
+                ),
+                tr("Take the model's state_dict out of a training checkpoint (and only out of one)."),
             )
         odd = re.search(r'Unexpected key\(s\) in state_dict: "([^"]+)"', text)
-        example = f" (unexpected key {odd.group(1)!r}, ...)" if odd else ""
-        how = _mangled(odd.group(1), list(saved_keys), list(plain_keys)) if odd else ""
-        return failed(f"{where}, the keys of {what} did not fit a plain Tudui{example}.{how}", PREFIX_HINT)
-    return failed(f"{where}, loading {what}, your code raised {type(error).__name__}: {first}", LOAD_HINT)
+        if odd:
+            message = tr(
+                "{where}, the keys of {what} did not fit a plain Tudui (unexpected key {key!r}, ...).",
+                where=where,
+                what=what,
+                key=odd.group(1),
+            )
+            message += _mangled(odd.group(1), list(saved_keys), list(plain_keys))
+        else:
+            message = tr("{where}, the keys of {what} did not fit a plain Tudui.", where=where, what=what)
+        return failed(message, tr(PREFIX_HINT))
+    return failed(
+        tr(
+            "{where}, loading {what}, your code raised {error_type}: {error}",
+            where=where,
+            what=what,
+            error_type=type(error).__name__,
+            error=first,
+        ),
+        tr(LOAD_HINT),
+    )
 
 
 def _load_result_problem(model, device, expected: dict, what: str, where: str):
     if isinstance(model, dict):
-        return failed(f"{where}, you returned a dict for {what}: return the model with the weights loaded.", LOAD_HINT)
+        return failed(
+            tr(
+                "{where}, you returned a dict for {what}: return the model with the weights loaded.",
+                where=where,
+                what=what,
+            ),
+            tr(LOAD_HINT),
+        )
     if not isinstance(model, nn.Module) or isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
-        return failed(f"Return a plain nn.Module (a Tudui), not {type(model).__name__}.", LOAD_HINT)
+        return failed(tr("Return a plain nn.Module (a Tudui), not {kind}.", kind=type(model).__name__), tr(LOAD_HINT))
     state = model.state_dict()
     if set(state) != set(expected):
-        return failed(f"{where}, your model's keys for {what} are {sorted(state)[:2]}..., not a plain Tudui's.",
-                      PREFIX_HINT)  # fmt: skip
+        return failed(
+            tr(
+                "{where}, your model's keys for {what} are {keys}..., not a plain Tudui's.",
+                where=where,
+                what=what,
+                keys=sorted(state)[:2],
+            ),
+            tr(PREFIX_HINT),
+        )
     places = {v.device for v in state.values()}
     if places != {device}:
         moved = (
-            " load_state_dict copies values into the parameters where they are: it never moves the model."
+            tr(" load_state_dict copies values into the parameters where they are: it never moves the model.")
             if places == {torch.device("cpu")}
             else ""
         )
         return failed(
-            f"{where}, asked for {device}, your model's tensors are on {device_names(places)}.{moved}",
-            "Move the model to the device before returning it. (With load_state_dict(..., assign=True) the model "
-            "takes the loaded tensors themselves, on the device torch.load put them.)",
+            tr(
+                "{where}, asked for {device}, your model's tensors are on {places}.{moved}",
+                where=where,
+                device=device,
+                places=device_names(places),
+                moved=moved,
+            ),
+            tr(
+                "Move the model to the device before returning it. (With load_state_dict(..., assign=True) the "
+                "model takes the loaded tensors themselves, on the device torch.load put them.)"
+            ),
         )
     if device.type != "meta" and not all(torch.equal(state[k].cpu(), v) for k, v in expected.items()):
         return failed(
-            f"{where}, your model does not hold the saved weights of {what} (loading with strict=False skips every "
-            "key that does not match, silently).",
-            "Strip the prefixes and load with the default strict=True, which names any key that does not fit.",
+            tr(
+                "{where}, your model does not hold the saved weights of {what} (loading with strict=False skips "
+                "every key that does not match, silently).",
+                where=where,
+                what=what,
+            ),
+            tr("Strip the prefixes and load with the default strict=True, which names any key that does not fit."),
         )
     return None
 
@@ -646,12 +835,13 @@ def load_anywhere(fn) -> object:
     course = pick_device()
     with tempfile.TemporaryDirectory() as folder:
         files = _write_checkpoints(Path(folder), trained)
-        runs = [("On a laptop without a GPU", torch.device("cpu"), True),
-                (f"Towards {OTHER_DEVICE} (a device that is never the CPU)", OTHER_DEVICE, False)]  # fmt: skip
+        towards = tr("Towards {device} (a device that is never the CPU)", device=OTHER_DEVICE)
+        runs = [(tr("On a laptop without a GPU"), torch.device("cpu"), True), (towards, OTHER_DEVICE, False)]
         if course.type != "cpu":
-            runs.append((f"On this machine's {course}", course, False))
+            runs.append((tr("On this machine's {device}", device=course), course, False))
         for where, device, laptop in runs:
-            for path, what, training, saved_keys in files:
+            for path, saved_what, training, saved_keys in files:
+                what = tr(saved_what)
                 with simulated_machine(cuda=0) if laptop else contextlib.nullcontext():
                     model, error = _quietly(fn, str(path), device)
                 if error is not None:
@@ -665,26 +855,36 @@ def load_anywhere(fn) -> object:
     if _CODE_RAN:
         _CODE_RAN.clear()
         return failed(
-            "Opening a file that holds more than weights ran code stored in it: weights_only=False unpickles "
-            "anything, and a checkpoint from elsewhere can carry code that runs on your machine.",
-            "torch.load(path, map_location=..., weights_only=True) (the default since torch 2.6): it refuses such a "
-            "file with an UnpicklingError. Let that error out.",
+            tr(
+                "Opening a file that holds more than weights ran code stored in it: weights_only=False unpickles "
+                "anything, and a checkpoint from elsewhere can carry code that runs on your machine."
+            ),
+            tr(
+                "torch.load(path, map_location=..., weights_only=True) (the default since torch 2.6): it refuses "
+                "such a file with an UnpicklingError. Let that error out."
+            ),
         )
     if error is None:
         return failed(
-            f"For a file that holds more than weights, your function returned {type(model).__name__} instead of "
-            "raising: weights_only=True refuses it with an UnpicklingError; let it out.",
-            "Do not catch the error of torch.load(..., weights_only=True).",
+            tr(
+                "For a file that holds more than weights, your function returned {kind} instead of "
+                "raising: weights_only=True refuses it with an UnpicklingError; let it out.",
+                kind=type(model).__name__,
+            ),
+            tr("Do not catch the error of torch.load(..., weights_only=True)."),
         )
     return passed(
-        f"{len(CHECKPOINTS)} checkpoints saved on a GPU (DDP, torch.compile, both, training dicts) load into a plain "
-        "Tudui on a laptop, towards meta and on the course device, and a file carrying code is refused."
+        tr(
+            "{count} checkpoints saved on a GPU (DDP, torch.compile, both, training dicts) load into a plain "
+            "Tudui on a laptop, towards meta and on the course device, and a file carrying code is refused.",
+            count=len(CHECKPOINTS),
+        )
     )
 
 
 # ---------------------------------------------------------------- Exercise 3: a DataLoader that works in notebooks
 
-LOADER_HINT = (
+LOADER_HINT = tr_lazy(
     "Either no worker processes (fine for data already in memory), or a Dataset class that a worker can import: "
     "one that torch ships, or yours in a .py file the notebook imports (section 10). Keep batches of 16, shuffled."
 )
@@ -738,50 +938,78 @@ def notebook_safe_loader(fn) -> object:
     images, labels = _numbered(n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. pin_memory=True on a machine without a GPU
-        loader, problem = call_learner(fn, images, labels, when="Building your loader", hint=LOADER_HINT)
+        loader, problem = call_learner(fn, images, labels, when=tr("Building your loader"), hint=tr(LOADER_HINT))
     if problem is not None:
         return problem
     if not isinstance(loader, DataLoader):
-        return failed(f"Return the DataLoader itself, not {type(loader).__name__}.", LOADER_HINT)
+        return failed(tr("Return the DataLoader itself, not {kind}.", kind=type(loader).__name__), tr(LOADER_HINT))
     torch.manual_seed(0)
     batches, error = _quietly(list, _in_process(loader))
     if error is not None:
-        return failed(f"Reading one epoch of your loader raised {type(error).__name__}: {error}", LOADER_HINT)
+        return failed(
+            tr(
+                "Reading one epoch of your loader raised {error_type}: {error}",
+                error_type=type(error).__name__,
+                error=error,
+            ),
+            tr(LOADER_HINT),
+        )
     if not batches or not all(isinstance(b, list | tuple) and len(b) == 2 for b in batches):
-        return failed("Each batch must be an (images, labels) pair.", LOADER_HINT)
+        return failed(tr("Each batch must be an (images, labels) pair."), tr(LOADER_HINT))
     got_images = torch.cat([b[0] for b in batches])
     got_labels = torch.cat([b[1] for b in batches])
     order = got_images[:, 0, 0, 0].long()
     if sorted(order.tolist()) != list(range(n)):
         return failed(
-            f"One epoch gave {len(order)} samples; {n - len(set(order.tolist()))} of the {n} are missing.",
-            "Every sample once per epoch: keep drop_last=False.",
+            tr(
+                "One epoch gave {count} samples; {missing} of the {n} are missing.",
+                count=len(order),
+                missing=n - len(set(order.tolist())),
+                n=n,
+            ),
+            tr("Every sample once per epoch: keep drop_last=False."),
         )
     if not torch.equal(order % 10, got_labels):
-        return failed("Images and labels do not match any more.", "Keep each image with its label in the Dataset.")
+        return failed(
+            tr("Images and labels do not match any more."), tr("Keep each image with its label in the Dataset.")
+        )
     sizes = [len(b[1]) for b in batches]
     if sizes[:-1] != [BATCH] * (len(sizes) - 1):
-        return failed(f"Batch sizes {sizes}: all but the last must be {BATCH}.", "DataLoader(..., batch_size=16)")
+        return failed(
+            tr("Batch sizes {sizes}: all but the last must be {batch}.", sizes=sizes, batch=BATCH),
+            "DataLoader(..., batch_size=16)",
+        )
     if torch.equal(order, torch.arange(n)):
-        return failed("The samples come in their stored order: the loader does not shuffle.", "shuffle=True")
+        return failed(tr("The samples come in their stored order: the loader does not shuffle."), "shuffle=True")
     if loader.num_workers == 0:
         return passed(
-            f"{len(batches)} shuffled batches, every sample once, no worker processes: nothing to pickle, so it "
-            "runs in a notebook on every system."
+            tr(
+                "{count} shuffled batches, every sample once, no worker processes: nothing to pickle, so it "
+                "runs in a notebook on every system.",
+                count=len(batches),
+            )
         )
     method = _start_method(loader)
     if method == "fork":
         return failed(
-            "multiprocessing_context='fork' is not portable: Windows has no fork (the DataLoader raises "
-            "ValueError there), macOS starts with spawn because fork is unsafe with its system libraries, and "
-            "Python 3.14 no longer forks by default on Linux.",
-            LOADER_HINT,
+            tr(
+                "multiprocessing_context='fork' is not portable: Windows has no fork (the DataLoader raises "
+                "ValueError there), macOS starts with spawn because fork is unsafe with its system libraries, and "
+                "Python 3.14 no longer forks by default on Linux."
+            ),
+            tr(LOADER_HINT),
         )
     if method and method != "spawn":
         return failed(
-            f"multiprocessing_context={method!r} is not portable: Windows only has spawn (the DataLoader raises "
-            "ValueError there).",
-            "Leave multiprocessing_context unset (each system's default), or 'spawn'. " + LOADER_HINT,
+            tr(
+                "multiprocessing_context={method!r} is not portable: Windows only has spawn (the DataLoader raises "
+                "ValueError there).",
+                method=method,
+            ),
+            tr(
+                "Leave multiprocessing_context unset (each system's default), or 'spawn'. {hint}",
+                hint=tr(LOADER_HINT),
+            ),
         )
     sent = (loader.dataset, loader.collate_fn, loader.worker_init_fn)
     recorder = _RecordingPickler(io.BytesIO())
@@ -789,28 +1017,43 @@ def notebook_safe_loader(fn) -> object:
         recorder.dump(sent)
     except Exception as err:  # e.g. a lambda: pickling fails in the notebook itself
         return failed(
-            f"With {loader.num_workers} worker(s) started by spawn or forkserver, the DataLoader pickles its "
-            f"dataset, collate_fn and worker_init_fn for each worker, and that fails here: {type(err).__name__}: {err}",
-            "Give the workers only classes and functions defined in modules (def in a .py file, not a lambda).",
+            tr(
+                "With {workers} worker(s) started by spawn or forkserver, the DataLoader pickles its "
+                "dataset, collate_fn and worker_init_fn for each worker, and that fails here: {error_type}: {error}",
+                workers=loader.num_workers,
+                error_type=type(err).__name__,
+                error=err,
+            ),
+            tr("Give the workers only classes and functions defined in modules (def in a .py file, not a lambda)."),
         )
     missing = sorted({f"{m}.{q}" for m, q in recorder.by_reference if _not_importable(m)})
     if missing:
-        return failed(
-            f"Your loader starts {loader.num_workers} worker(s), and each must unpickle {', '.join(missing)}, "
-            "defined in this notebook (module __main__). A worker started by "
-            f"{method or 'spawn or forkserver'} imports what it unpickles and cannot import a notebook: "
-            f"{'on every system' if method else 'on macOS, Windows and Linux with Python 3.14'} the workers die "
-            "('DataLoader worker exited unexpectedly', after "
-            "'Can't get attribute ... on <module '__main__'>')."
-            + (
-                ""
-                if method
-                else " On Linux up to Python 3.13 workers start by fork, a copy of the notebook's process: that is "
-                "where it runs, and where the bug hides."
-            ),
-            LOADER_HINT,
-        )
+        fields = dict(workers=loader.num_workers, missing=", ".join(missing))
+        if method:
+            message = tr(
+                "Your loader starts {workers} worker(s), and each must unpickle {missing}, defined in this notebook "
+                "(module __main__). A worker started by {method} imports what it unpickles and cannot import a "
+                "notebook: on every system the workers die ('DataLoader worker exited unexpectedly', after "
+                "'Can't get attribute ... on <module '__main__'>').",
+                method=method,
+                **fields,
+            )
+        else:
+            message = tr(
+                "Your loader starts {workers} worker(s), and each must unpickle {missing}, defined in this notebook "
+                "(module __main__). A worker started by spawn or forkserver imports what it unpickles and cannot "
+                "import a notebook: on macOS, Windows and Linux with Python 3.14 the workers die ('DataLoader "
+                "worker exited unexpectedly', after 'Can't get attribute ... on <module '__main__'>'). On Linux up "
+                "to Python 3.13 workers start by fork, a copy of the notebook's process: that is where it runs, and "
+                "where the bug hides.",
+                **fields,
+            )
+        return failed(message, tr(LOADER_HINT))
     return passed(
-        f"{len(batches)} shuffled batches, every sample once; {loader.num_workers} worker(s) get only what they can "
-        "import, so it runs in a notebook under spawn and forkserver too."
+        tr(
+            "{count} shuffled batches, every sample once; {workers} worker(s) get only what they can "
+            "import, so it runs in a notebook under spawn and forkserver too.",
+            count=len(batches),
+            workers=loader.num_workers,
+        )
     )
