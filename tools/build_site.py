@@ -47,7 +47,7 @@ SRC = BUILD / "src"
 HTML = BUILD / "html"
 TIME_LINE = re.compile(
     r"\*\*Time:\*\* essentials about (\d+) min, whole notebook about (\d+) min\."
-    r"|\*\*时间：\*\*核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟。"
+    r"|\*\*时间\*\*：核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟。"
 )
 ENGLISH, CHINESE = i18n.ENGLISH, i18n.CHINESE
 LANGUAGES = (ENGLISH, CHINESE)
@@ -193,16 +193,16 @@ LESSONS_TEXT = {
         "doctor": "# what this machine has, and the device the course will use",
     },
     CHINESE: {
-        "path": "**核心路线：**第 {first}-{last} 课，约 {minutes} 分钟（约 {hours:g} 小时；完整学完约 {whole} 分钟）。"
+        "path": "**核心路线**：第 {first}-{last} 课，约 {minutes} 分钟（约 {hours:g} 小时；完整学完约 {whole} 分钟）。"
         "每个笔记本从上到下读，运行每个单元格，完成练习；标题以“深入一步：”开头的小节可以跳过，后面的内容不依赖它们。"
         "第 {further} 课是进阶内容。",
         "row": "- **[{title}]({page})**：核心内容 {essentials} 分钟，完整 {whole} 分钟{solutions}",
         "solutions": "（[参考答案]({page})）",
         "start": "从哪里开始",
-        "colab": "- **在 Colab 中，什么都不用装：**打开 [Colab 中的第 {number} 课]({url})（要用 GPU：Runtime > "
+        "colab": "- **在 Colab 中，什么都不用装**：打开 [Colab 中的第 {number} 课]({url})（要用 GPU：Runtime > "
         "Change runtime type > GPU，即“代码执行程序 > 更改运行时类型”）。它的第一个单元格会安装课程的辅助代码；"
         "每一课的页面上都有 *Open in Colab* 按钮。",
-        "laptop": "- **在自己的电脑上：**",
+        "laptop": "- **在自己的电脑上**：",
         "cpu_first": "# Linux 上没有 NVIDIA GPU 时，先装只支持 CPU 的 torch：",
         "doctor": "# 看看这台机器有什么，课程会用哪个设备",
     },

@@ -38,6 +38,7 @@ import json
 import re
 import sys
 import tokenize
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -155,9 +156,31 @@ def comments(source: str) -> list[Comment]:
 
 
 def has_words(text: str) -> bool:
-    """Whether a markdown block has words to translate (a Colab badge or a bare link has none)."""
-    text = re.sub(r"!?\[[^\]]*\]\([^)]*\)|https?://\S+|`[^`]*`", " ", text)
+    """Whether a markdown block has words to translate (a Colab badge or a bare link has none); a fenced code
+    block has them only in its comments."""
+    if FENCE.match(text):
+        return bool(re.search(r"#[^\n]*[A-Za-z\u4e00-\u9fff]", text))
+    text = re.sub(r"!?\[[^\]]*\]\([^)]*\)|https?://\S+|`[^`\n]*`", " ", text)
     return bool(re.search(r"[A-Za-z]{2,}|[\u4e00-\u9fff]", re.sub(r"\[!\[Open In Colab\]", "", text)))
+
+
+def _punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P") or char in "$+<=>^`|~"
+
+
+def unclosed_bold(text: str) -> list[str]:
+    """``**`` that CommonMark does not read as closing bold: after punctuation and before a letter, as in
+    ``**时间：**核心`` (write ``**时间**：核心``). Returns the places, quoted."""
+    found = []
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "    ")):
+            continue
+        masked = re.sub(r"`[^`]*`", lambda m: "x" * len(m[0]), line)  # no bold inside code spans
+        for i, match in enumerate(re.finditer(r"(?<!\*)\*\*(?!\*)", masked)):
+            before, after = line[match.start() - 1 : match.start()], line[match.end() : match.end() + 1]
+            if i % 2 and before and after and _punctuation(before) and not after.isspace() and not _punctuation(after):
+                found.append(line[max(0, match.start() - 12) : match.end() + 6])
+    return found
 
 
 def notebook_messages(nb) -> Iterator[tuple[str, int]]:
@@ -232,7 +255,7 @@ def notebook_source(path: Path) -> Source:
     return Source(path, LOCALE / "notebooks" / rel, messages)
 
 
-def _page_source(path: Path) -> Source:
+def page_source(path: Path) -> Source:
     def messages():
         for text, line in markdown_messages(path.read_text(encoding="utf-8")):
             yield text, course.repo_path(path), line, False
@@ -258,7 +281,7 @@ def sources() -> list[Source]:
     return (
         [_module_source(p) for p in helper_modules()]
         + [notebook_source(p) for p in course.all_notebooks()]
-        + [_page_source(p) for p in site_pages()]
+        + [page_source(p) for p in site_pages()]
     )
 
 
