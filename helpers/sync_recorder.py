@@ -41,24 +41,27 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from helpers.i18n import tr, tr_lazy
+
 _SYNC_OPS = {
-    "aten._local_scalar_dense": ".item() / float() / int() / bool() / `if` on a tensor",
-    "aten.nonzero": "nonzero() or torch.where(condition)",
+    "aten._local_scalar_dense": tr_lazy(".item() / float() / int() / bool() / `if` on a tensor"),
+    "aten.nonzero": tr_lazy("nonzero() or torch.where(condition)"),
     "aten.masked_select": "masked_select()",
     "aten._unique2": "unique()",
     "aten.unique_dim": "unique()",
     "aten.unique_consecutive": "unique_consecutive()",
-    "aten.repeat_interleave": "repeat_interleave() without output_size",
+    "aten.repeat_interleave": tr_lazy("repeat_interleave() without output_size"),
 }
 _METHODS = {
     "cpu": ".cpu()",
     "numpy": ".numpy()",
     "tolist": ".tolist()",
-    "__repr__": "print() or repr() of a tensor",
+    "__repr__": tr_lazy("print() or repr() of a tensor"),
 }
-BLOCKING_COPY = "blocking copy to the device (.to(device), .cuda() or copy_ without non_blocking=True)"
-NEW_ON_DEVICE = "torch.tensor(..., device=...) (built on the host, then a blocking copy)"
-CPU_INDICES = "a device tensor indexed with CPU indices (the indices are copied over, blocking)"
+BLOCKING_COPY = tr_lazy("blocking copy to the device (.to(device), .cuda() or copy_ without non_blocking=True)")
+NEW_ON_DEVICE = tr_lazy("torch.tensor(..., device=...) (built on the host, then a blocking copy)")
+CPU_INDICES = tr_lazy("a device tensor indexed with CPU indices (the indices are copied over, blocking)")
+BOOLEAN_MASK = tr_lazy("boolean-mask indexing x[mask]")
 # advanced indexing copies CPU indices to the data's device first; these others refuse them on a CUDA GPU
 _INDEXING = {"aten.index", "aten.index_put", "aten.index_put_", "aten._index_put_impl_"}
 _SAME_DEVICE = {"aten.index_select", "aten.index_add", "aten.index_add_", "aten.index_copy", "aten.index_copy_",
@@ -102,7 +105,11 @@ def _blocking_copy(key: str, args, kwargs) -> bool:
 
 @dataclass
 class SyncLog:
-    """What was recorded: one entry per synchronising call, in order (a readable name for each)."""
+    """What was recorded: one entry per synchronising call, in order (a readable name for each).
+
+    ``events`` holds the English names above (compare them with ``BLOCKING_COPY``...); ``str(log)`` shows them
+    in the course's language, as ``mixed`` holds its entries.
+    """
 
     events: list[str] = field(default_factory=list)
     mixed: list[str] = field(default_factory=list)  # not syncs: operators a CUDA GPU refuses with CPU indices
@@ -115,8 +122,8 @@ class SyncLog:
 
     def __str__(self) -> str:
         if not self.events:
-            return "no host synchronisation"
-        return ", ".join(f"{n} x {name}" for name, n in self.counts().most_common())
+            return tr("no host synchronisation")
+        return tr(", ").join(tr("{n} x {name}", n=n, name=tr(name)) for name, n in self.counts().most_common())
 
 
 class _OpRecorder(TorchDispatchMode):
@@ -134,11 +141,11 @@ class _OpRecorder(TorchDispatchMode):
             elif key == "aten.index" and any(
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else [])
             ):
-                self.log.events.append("boolean-mask indexing x[mask]")
+                self.log.events.append(BOOLEAN_MASK)
             elif _host_indices(key, args):
                 self.log.events.append(CPU_INDICES)
             elif _host_indices(key, args, _SAME_DEVICE):
-                self.log.mixed.append(f"{name}() with CPU indices into device data")
+                self.log.mixed.append(tr("{name}() with CPU indices into device data", name=name))
             elif _blocking_copy(key, args, kwargs):
                 self.log.events.append(BLOCKING_COPY)
         return func(*args, **kwargs)

@@ -26,23 +26,26 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.devices import pick_device
 from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
+from helpers.i18n import tr, tr_lazy
 from helpers.speed import grad_scaler_works
 from helpers.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, record_syncs
 
 # ---------------------------------------------------------------- Exercise 1: a loop without hidden syncs
 
-SYNC_FIXES = {
-    ".item() / float() / int() / bool() / `if` on a tensor": (
+SYNC_FIXES = {  # the recorder's name for a synchronisation: what to do instead
+    ".item() / float() / int() / bool() / `if` on a tensor": tr_lazy(
         "`.item()`, `float()`, an `if` on a tensor (`if loss > 100`) and an f-string of a tensor each read a value "
         "on the host: keep what the loop collects (the sum, the largest loss) as tensors on the device and read them "
         "after the loop"
     ),
-    "print() or repr() of a tensor": "printing a tensor reads it on the host: do not print inside the loop",
-    ".cpu()": "a tensor moved to the host inside the loop is a wait: move one result after the loop",
-    ".tolist()": "a tensor turned into a list inside the loop is a wait: do it once after the loop",
-    ".numpy()": "a tensor turned into an array inside the loop is a wait: do it once after the loop",
+    "print() or repr() of a tensor": tr_lazy("printing a tensor reads it on the host: do not print inside the loop"),
+    ".cpu()": tr_lazy("a tensor moved to the host inside the loop is a wait: move one result after the loop"),
+    ".tolist()": tr_lazy("a tensor turned into a list inside the loop is a wait: do it once after the loop"),
+    ".numpy()": tr_lazy("a tensor turned into an array inside the loop is a wait: do it once after the loop"),
 }
-WHERE_SYNCS = "Section 1, 'Hidden synchronisations', lists the calls that make the CPU wait and what to do instead."
+WHERE_SYNCS = tr_lazy(
+    "Section 1, 'Hidden synchronisations', lists the calls that make the CPU wait and what to do instead."
+)
 SHORT_RUN, LONG_RUN = 5, 30  # long enough to see a sync that comes every few steps (`if step % 10 == 0: print(...)`)
 SIDE = 8  # the checks train a small CNN on 8x8 images: the same kinds of layers as Tudui, a fraction of the work
 
@@ -105,8 +108,13 @@ def _try(fn, *args):
 def _report(err: Exception, when: str = "", hint: str = ""):
     if isinstance(err, NotImplementedError) and not str(err):  # the starter's bare `raise NotImplementedError`
         return failed(NOT_WRITTEN)
-    where = f"{when}, your" if when else "Your"
-    return failed(f"{where} code raised {type(err).__name__}: {err}", hint)
+    if when:
+        message = tr(
+            "{when}, your code raised {error_type}: {error}", when=when, error_type=type(err).__name__, error=err
+        )
+    else:
+        message = tr("Your code raised {error_type}: {error}", error_type=type(err).__name__, error=err)
+    return failed(message, hint)
 
 
 class _Steps:
@@ -126,7 +134,7 @@ class _Steps:
         return bool(self.sizes) and all(s is None or float(s) == 0 for s in self.sizes)
 
 
-CLEARED = (
+CLEARED = tr_lazy(
     "the gradients were cleared before the optimizer stepped: zero_grad() ran between backward() and step(), so "
     "every step found no gradient and the weights never moved"
 )
@@ -135,8 +143,11 @@ CLEARED = (
 def _per_step(extra, more: int) -> str:
     parts = []
     for name, n in extra.most_common():
-        parts.append(f"{n // more} x {name} per step" if n % more == 0 else f"{n} more x {name} in {more} more steps")
-    return ", ".join(parts)
+        if n % more == 0:
+            parts.append(tr("{n} x {name} per step", n=n // more, name=tr(name)))
+        else:
+            parts.append(tr("{n} more x {name} in {more} more steps", n=n, name=tr(name), more=more))
+    return tr(", ").join(parts)
 
 
 @exercise_check
@@ -153,61 +164,97 @@ def quiet_loop(fn):
         with record_syncs() as log:
             result, error = _try(fn, learner_model, batches, loss_fn, optimizer)
         if error is not None:
-            return _report(error, when=f"On {device} with {n} batches", hint=WHERE_SYNCS)
+            return _report(
+                error, when=tr("On {device} with {n} batches", device=str(device), n=n), hint=tr(WHERE_SYNCS)
+            )
         counts[n], logs[n] = len(log), log
     if counts[LONG_RUN] > counts[SHORT_RUN]:
         more = LONG_RUN - SHORT_RUN
         extra = logs[LONG_RUN].counts() - logs[SHORT_RUN].counts()
-        fixes = "; ".join(dict.fromkeys(SYNC_FIXES[name] for name in extra if name in SYNC_FIXES))
+        fixes = tr("; ").join(dict.fromkeys(tr(SYNC_FIXES[name]) for name in extra if name in SYNC_FIXES))
         return failed(
-            f"Your loop makes host synchronisations that grow with the number of steps: {counts[SHORT_RUN]} in "
-            f"{SHORT_RUN} steps, {counts[LONG_RUN]} in {LONG_RUN} ({_per_step(extra, more)}). Observed on {device} "
-            f"with {SHORT_RUN} and {LONG_RUN} batches, counted by the recorder of section 1 (what a GPU would wait "
-            "for). On a GPU each one makes the CPU wait until the GPU has finished.",
-            f"{fixes + '. ' if fixes else ''}{WHERE_SYNCS}",
+            tr(
+                "Your loop makes host synchronisations that grow with the number of steps: {short_count} in "
+                "{short} steps, {long_count} in {long} ({per_step}). Observed on {device} with {short} and {long} "
+                "batches, counted by the recorder of section 1 (what a GPU would wait for). On a GPU each one makes "
+                "the CPU wait until the GPU has finished.",
+                short_count=counts[SHORT_RUN],
+                short=SHORT_RUN,
+                long_count=counts[LONG_RUN],
+                long=LONG_RUN,
+                per_step=_per_step(extra, more),
+                device=str(device),
+            ),
+            tr("{fixes}. {where}", fixes=fixes, where=tr(WHERE_SYNCS)) if fixes else tr(WHERE_SYNCS),
         )
     if steps.cleared():
-        return failed(f"Your loop trains nothing: {CLEARED} (observed on {device}, {LONG_RUN} batches).",
-                      "Each step: clear the old gradients, then backward(), then step().")  # fmt: skip
+        return failed(
+            tr(
+                "Your loop trains nothing: {cleared} (observed on {device}, {n} batches).",
+                cleared=tr(CLEARED),
+                device=str(device),
+                n=LONG_RUN,
+            ),
+            tr("Each step: clear the old gradients, then backward(), then step()."),
+        )
     expected, reference_weights = _reference(device)
     if isinstance(result, torch.Tensor):
         return failed(
-            "Your function returns a tensor: the statement asks for a Python float (read on the host once, after "
-            "the loop).",
-            WHERE_SYNCS,
+            tr(
+                "Your function returns a tensor: the statement asks for a Python float (read on the host once, after "
+                "the loop)."
+            ),
+            tr(WHERE_SYNCS),
         )
     if not isinstance(result, float | int) or abs(result - expected) > 1e-4 * max(1.0, abs(expected)):
         return failed(
-            f"Your function returns {result!r}; the mean loss per batch over these {LONG_RUN} batches (on {device}) "
-            f"is {expected:.4f}.",
-            "Add up every batch's loss and divide by the number of batches, once, after the loop.",
+            tr(
+                "Your function returns {result!r}; the mean loss per batch over these {n} batches (on {device}) is "
+                "{expected:.4f}.",
+                result=result,
+                n=LONG_RUN,
+                device=str(device),
+                expected=expected,
+            ),
+            tr("Add up every batch's loss and divide by the number of batches, once, after the loop."),
         )
     pairs = zip(learner_model.parameters(), reference_weights, strict=True)  # the model trained on LONG_RUN batches
     if not all(torch.allclose(a, b, atol=1e-5) for a, b in pairs):
         return failed(
-            f"The returned loss is right, but after {LONG_RUN} batches the weights differ from the original loop's.",
-            "Keep zero_grad(), backward() and step() for every batch, in that order.",
+            tr(
+                "The returned loss is right, but after {n} batches the weights differ from the original loop's.",
+                n=LONG_RUN,
+            ),
+            tr("Keep zero_grad(), backward() and step() for every batch, in that order."),
         )
     model, loss_fn, optimizer = _setup(device)
     _, error = _try(fn, model, _batches(device, 1, scale=1e5), loss_fn, optimizer)
     if not isinstance(error, RuntimeError):
         return failed(
-            "With a loss far over 100 (inputs scaled by 1e5) your function did not raise RuntimeError: the check "
-            "that a run diverged is gone.",
-            "Keep the largest loss as a tensor on the device during the loop and test it once after the loop.",
+            tr(
+                "With a loss far over 100 (inputs scaled by 1e5) your function did not raise RuntimeError: the check "
+                "that a run diverged is gone."
+            ),
+            tr("Keep the largest loss as a tensor on the device during the loop and test it once after the loop."),
         )
     return passed(
-        f"{counts[LONG_RUN]} host synchronisation(s) in {LONG_RUN} steps, as in {SHORT_RUN}: none per step. The same "
-        "mean loss and weights as the original loop, and a diverged run still raises."
+        tr(
+            "{count} host synchronisation(s) in {long} steps, as in {short}: none per step. The same mean loss and "
+            "weights as the original loop, and a diverged run still raises.",
+            count=counts[LONG_RUN],
+            long=LONG_RUN,
+            short=SHORT_RUN,
+        )
     )
 
 
 # ---------------------------------------------------------------- Exercise 2: a loader that stays on the device
 
-LOADER_WHERE = (
+LOADER_WHERE = tr_lazy(
     "Section 3, 'The data kept on the device', describes such a loader (one permutation per epoch, drawn where the "
     "data is, sliced into batches); section 1 lists what makes the CPU wait."
 )
+DRAW_ON_DEVICE = tr_lazy("Draw the random order where the data is (the random functions take a device).")
 
 
 class _OpCounter(TorchDispatchMode):
@@ -246,27 +293,37 @@ def _sync_failure(when: str, log):
     """What one epoch's synchronisations (or GPU-refused indexing) mean, the same wherever they were seen."""
     if log.mixed:
         return failed(
-            f"{when}, your loader calls {log.mixed[0]}: on a CUDA GPU that raises 'Expected all tensors to be on the "
-            "same device' (the indices must be where the data is).",
-            "Draw the random order where the data is (the random functions take a device). " + LOADER_WHERE,
+            tr(
+                "{when}, your loader calls {call}: on a CUDA GPU that raises 'Expected all tensors to be on the same "
+                "device' (the indices must be where the data is).",
+                when=when,
+                call=log.mixed[0],
+            ),
+            tr("{advice} {where}", advice=tr(DRAW_ON_DEVICE), where=tr(LOADER_WHERE)),
         )
     if len(log):
         kinds = log.counts()
         if CPU_INDICES in kinds:
-            why = (
+            why = tr(
                 "the order (or the indices) is drawn on the CPU and indexes data on the device: on a CUDA GPU each "
                 "batch first copies its indices to the GPU, and the CPU waits for that copy"
             )
-            hint = "Draw the random order where the data is (the random functions take a device). "
+            advice = tr(DRAW_ON_DEVICE)
         elif BLOCKING_COPY in kinds or NEW_ON_DEVICE in kinds:
-            why = "a copy from the CPU to the device that the CPU waits for (on a CUDA GPU, behind all queued work)"
-            hint = "Draw the random order where the data is, or copy it over with non_blocking=True. "
+            why = tr("a copy from the CPU to the device that the CPU waits for (on a CUDA GPU, behind all queued work)")
+            advice = tr("Draw the random order where the data is, or copy it over with non_blocking=True.")
         else:
-            why = "on a GPU each one makes the CPU wait for the GPU"
-            hint = "Keep the order as a tensor where the data is and index with slices of it (no Python list). "
+            why = tr("on a GPU each one makes the CPU wait for the GPU")
+            advice = tr("Keep the order as a tensor where the data is and index with slices of it (no Python list).")
         return failed(
-            f"{when}, one epoch of your loader makes {len(log)} host synchronisation(s) ({log}): {why}.",
-            hint + LOADER_WHERE,
+            tr(
+                "{when}, one epoch of your loader makes {n} host synchronisation(s) ({log}): {why}.",
+                when=when,
+                n=len(log),
+                log=str(log),
+                why=why,
+            ),
+            tr("{advice} {where}", advice=advice, where=tr(LOADER_WHERE)),
         )
     return None
 
@@ -274,18 +331,22 @@ def _sync_failure(when: str, log):
 def _on_other_device(cls, n: int, bs: int):
     """The loader built and read for one epoch with its data on meta: (batches, sync log) or a verdict."""
     images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
-    when = f"With data on {OTHER_DEVICE} (a device that is never the CPU, standing in for a GPU)"
+    when = tr("With data on {device} (a device that is never the CPU, standing in for a GPU)", device=str(OTHER_DEVICE))
     with mock.patch.object(torch, "Generator", _HostGenerator), record_syncs() as log:
         loader, error = _try(cls, images, labels, bs)
         if error is None:
             batches, error = _try(_epoch, loader)
     if error is not None:
-        return _report(error, when=when, hint=LOADER_WHERE)
+        return _report(error, when=when, hint=tr(LOADER_WHERE))
     places = {t.device for b in batches for t in b}
     if places != {OTHER_DEVICE}:
         return failed(
-            f"{when}, your batches are on {', '.join(sorted(map(str, places)))}: the loader moves the data.",
-            LOADER_WHERE,
+            tr(
+                "{when}, your batches are on {places}: the loader moves the data.",
+                when=when,
+                places=", ".join(sorted(map(str, places))),
+            ),
+            tr(LOADER_WHERE),
         )
     if log.mixed or len(log):
         return _sync_failure(when, log)
@@ -298,98 +359,159 @@ def device_loader(cls):
     device, a new order each epoch, every sample once, the last batch possibly smaller; ``len()`` is the
     number of batches."""
     device, n, bs = pick_device(), 50, 16
-    where = f"on {device}, {n} samples in batches of {bs}"
+    where = tr("on {device}, {n} samples in batches of {bs}", device=str(device), n=n, bs=bs)
     images, labels = _numbered(n, device)
     loader, error = _try(cls, images, labels, bs)
     if error is not None:
-        return _report(error, hint=LOADER_WHERE)
+        return _report(error, hint=tr(LOADER_WHERE))
     torch.manual_seed(0)
     ops = _OpCounter()
     with record_syncs() as log, ops:
         first, error = _try(_epoch, loader)
     if error is not None:
-        return _report(error, when=f"Reading one epoch ({where})", hint=LOADER_WHERE)
+        return _report(error, when=tr("Reading one epoch ({where})", where=where), hint=tr(LOADER_WHERE))
     if not first or not all(isinstance(b, tuple | list) and len(b) == 2 for b in first):
-        return failed(f"Iterating your loader ({where}) must give (images, labels) pairs.", LOADER_WHERE)
+        return failed(tr("Iterating your loader ({where}) must give (images, labels) pairs.", where=where),
+                      tr(LOADER_WHERE))  # fmt: skip
     places = {t.device for b in first for t in b}
     if places != {images.device}:
-        moves = f" ({log})" if len(log) else ""
-        return failed(
-            f"Your batches are on {', '.join(sorted(map(str, places)))}, the data on {images.device}{moves}: "
-            "a loader that keeps data on the device slices it there and gives it back there.",
-            LOADER_WHERE,
-        )
+        on = ", ".join(sorted(map(str, places)))
+        if len(log):
+            message = tr(
+                "Your batches are on {places}, the data on {device} ({log}): a loader that keeps data on the device "
+                "slices it there and gives it back there.",
+                places=on,
+                device=str(images.device),
+                log=str(log),
+            )
+        else:
+            message = tr(
+                "Your batches are on {places}, the data on {device}: a loader that keeps data on the device slices "
+                "it there and gives it back there.",
+                places=on,
+                device=str(images.device),
+            )
+        return failed(message, tr(LOADER_WHERE))
     if log.mixed or len(log):
-        return _sync_failure(f"Reading one epoch ({where})", log)
+        return _sync_failure(tr("Reading one epoch ({where})", where=where), log)
     if ops.count >= n:
         return failed(
-            f"One epoch ran {ops.count} tensor operations for {n} samples: your loader handles the samples one "
-            "at a time (as a DataLoader over a TensorDataset does). Index a whole batch at once.",
-            LOADER_WHERE,
+            tr(
+                "One epoch ran {ops} tensor operations for {n} samples: your loader handles the samples one at a "
+                "time (as a DataLoader over a TensorDataset does). Index a whole batch at once.",
+                ops=ops.count,
+                n=n,
+            ),
+            tr(LOADER_WHERE),
         )
     got_labels = torch.cat([b[1] for b in first]).cpu()
     got_images = torch.cat([b[0] for b in first]).cpu()
     sizes = [len(b[1]) for b in first]
     if sorted(got_labels.tolist()) != list(range(n)):
         missing = n - len(set(got_labels.tolist()))
+        if len(got_labels) < n:
+            message = tr(
+                "One epoch ({where}) gave {got} samples, {missing} of the {n} missing (the last, smaller batch was "
+                "dropped).",
+                where=where,
+                got=len(got_labels),
+                missing=missing,
+                n=n,
+            )
+        else:
+            message = tr(
+                "One epoch ({where}) gave {got} samples, {missing} of the {n} missing.",
+                where=where,
+                got=len(got_labels),
+                missing=missing,
+                n=n,
+            )
         return failed(
-            f"One epoch ({where}) gave {len(got_labels)} samples, {missing} of the {n} missing"
-            + (" (the last, smaller batch was dropped)." if len(got_labels) < n else "."),
-            "Every sample once per epoch: batches of batch_size up to n, keeping the last, smaller batch.",
+            message,
+            tr("Every sample once per epoch: batches of batch_size up to n, keeping the last, smaller batch."),
         )
     if sizes[:-1] != [bs] * (len(sizes) - 1):
-        return failed(f"Batch sizes {sizes} ({where}): all but the last must be {bs}.", LOADER_WHERE)
+        return failed(
+            tr("Batch sizes {sizes} ({where}): all but the last must be {bs}.", sizes=sizes, where=where, bs=bs),
+            tr(LOADER_WHERE),
+        )
     if not torch.equal(got_images[:, 0, 0, 0].long(), got_labels):
         return failed(
-            f"Images and labels do not match any more ({where}): they were shuffled with different orders.",
-            "Use one permutation per epoch for both tensors.",
+            tr(
+                "Images and labels do not match any more ({where}): they were shuffled with different orders.",
+                where=where,
+            ),
+            tr("Use one permutation per epoch for both tensors."),
         )
     if torch.equal(got_labels, torch.arange(n)):
-        return failed(f"The first epoch ({where}) gives the samples in their stored order: it is not shuffled.",
-                      LOADER_WHERE)  # fmt: skip
+        return failed(
+            tr("The first epoch ({where}) gives the samples in their stored order: it is not shuffled.", where=where),
+            tr(LOADER_WHERE),
+        )
     second, error = _try(_epoch, loader)
     if error is not None:
-        return _report(error, when=f"Reading a second epoch ({where})", hint=LOADER_WHERE)
+        return _report(error, when=tr("Reading a second epoch ({where})", where=where), hint=tr(LOADER_WHERE))
     second_labels = torch.cat([b[1] for b in second]).cpu() if second else torch.zeros(0, dtype=torch.long)
     if sorted(second_labels.tolist()) != list(range(n)):
         return failed(
-            f"The second epoch ({where}) gave {len(second_labels)} samples, not each of the {n} once: the loader "
-            "must start a new pass every time it is iterated.",
-            LOADER_WHERE,
+            tr(
+                "The second epoch ({where}) gave {got} samples, not each of the {n} once: the loader must start a "
+                "new pass every time it is iterated.",
+                where=where,
+                got=len(second_labels),
+                n=n,
+            ),
+            tr(LOADER_WHERE),
         )
     if torch.equal(second_labels, got_labels):
         return failed(
-            f"Two epochs ({where}) give the same order: the samples are shuffled once (when the loader is built?), "
-            "not for each epoch.",
-            "Shuffle at the start of every pass over the data (each call of __iter__).",
+            tr(
+                "Two epochs ({where}) give the same order: the samples are shuffled once (when the loader is "
+                "built?), not for each epoch.",
+                where=where,
+            ),
+            tr("Shuffle at the start of every pass over the data (each call of __iter__)."),
         )
     for size in (n, 48, 64, 7):  # sizes that split evenly into batches and sizes that do not
         sized = cls(*_numbered(size, device), bs) if size != n else loader
         batches = -(-size // bs)
         if len(sized) != batches:
             return failed(
-                f"len() of your loader is {len(sized)} for {size} samples in batches of {bs}; an epoch has "
-                f"{batches} batches.",
-                "len() counts the batches of one epoch: the full ones plus one smaller batch only if samples are "
-                "left over.",
+                tr(
+                    "len() of your loader is {length} for {size} samples in batches of {bs}; an epoch has {batches} "
+                    "batches.",
+                    length=len(sized),
+                    size=size,
+                    bs=bs,
+                    batches=batches,
+                ),
+                tr(
+                    "len() counts the batches of one epoch: the full ones plus one smaller batch only if samples are "
+                    "left over."
+                ),
             )
     verdict = _on_other_device(cls, n, bs)
     if verdict is not None:
         return verdict
     return passed(
-        f"{len(first)} batches per epoch, on {images.device}, every sample once, a new order each epoch, "
-        f"no host synchronisation (also with the data on {OTHER_DEVICE}, standing in for a GPU)."
+        tr(
+            "{count} batches per epoch, on {device}, every sample once, a new order each epoch, no host "
+            "synchronisation (also with the data on {other}, standing in for a GPU).",
+            count=len(first),
+            device=str(images.device),
+            other=str(OTHER_DEVICE),
+        )
     )
 
 
 # ---------------------------------------------------------------- Exercise 3: a mixed-precision step
 
-AMP_HINT = (
+AMP_HINT = tr_lazy(
     "Section 4, 'Mixed precision: torch.autocast', shows the forward pass under autocast for the tensors' device "
     "and a training step through a GradScaler (scale, step, update); it also says which 16-bit type each device runs."
 )
 AMP_SEE = "Mixed precision: torch.autocast"
-AMP_MORE = (
+AMP_MORE = tr_lazy(
     "A GradScaler wraps three moments of the step: it multiplies the loss by its scale before the backward pass "
     "(so that small float16 gradients do not underflow to zero), it takes the optimizer's step itself (dividing "
     "the gradients by the scale, and skipping the step if any of them is inf or NaN), and it adapts the scale "
@@ -448,87 +570,136 @@ def _amp_check_on(fn, device):
     if (error is not None and "No inf checks were recorded for this optimizer" in str(error) and no_grads) or (
         error is None and steps.cleared()
     ):
-        return failed(f"On {device}, {CLEARED}.", "Clear the old gradients before backward(), never between "
-                      "backward() and the step.")  # fmt: skip
+        return failed(
+            tr("On {device}, {cleared}.", device=str(device), cleared=tr(CLEARED)),
+            tr("Clear the old gradients before backward(), never between backward() and the step."),
+        )
     if error is not None:
         if "_scale is None" in str(error):
             return failed(
-                f"On {device}, the scaler's step found gradients it had not scaled: backward() ran on the loss "
-                "itself, so the scaler has no scale on record for this step.",
-                "The backward pass starts from the loss as the scaler returns it (scaled), not from the loss itself.",
-                more=AMP_MORE,
+                tr(
+                    "On {device}, the scaler's step found gradients it had not scaled: backward() ran on the loss "
+                    "itself, so the scaler has no scale on record for this step.",
+                    device=str(device),
+                ),
+                tr(
+                    "The backward pass starts from the loss as the scaler returns it (scaled), not from the loss "
+                    "itself."
+                ),
+                more=tr(AMP_MORE),
                 see=AMP_SEE,
             )
         if "No inf checks were recorded" in str(error):
             return failed(
-                f"On {device}, scaler.update() found a step the scaler did not take: the optimizer stepped by itself. "
-                "Step through the scaler: it unscales the gradients first (optimizer.step() alone moves the weights "
-                "by the scaled gradients) and skips a step whose gradients hold inf or NaN.",
-                AMP_HINT,
-                more=AMP_MORE,
+                tr(
+                    "On {device}, scaler.update() found a step the scaler did not take: the optimizer stepped by "
+                    "itself. Step through the scaler: it unscales the gradients first (optimizer.step() alone moves "
+                    "the weights by the scaled gradients) and skips a step whose gradients hold inf or NaN.",
+                    device=str(device),
+                ),
+                tr(AMP_HINT),
+                more=tr(AMP_MORE),
                 see=AMP_SEE,
             )
-        return _report(error, when=f"On {device}", hint=AMP_HINT)
+        return _report(error, when=tr("On {device}", device=str(device)), hint=tr(AMP_HINT))
     disabled = [str(w.message) for w in caught if "isabl" in str(w.message)]
     if any(p.dtype != torch.float32 for p in model.parameters()):
         return failed(
-            "Your step changed the model's weights to a lower precision (.half() or .to(bfloat16)). Autocast keeps "
-            "the weights in float32 and runs selected operations in lower precision.",
-            AMP_HINT,
+            tr(
+                "Your step changed the model's weights to a lower precision (.half() or .to(bfloat16)). Autocast "
+                "keeps the weights in float32 and runs selected operations in lower precision."
+            ),
+            tr(AMP_HINT),
         )
     if not seen or seen[0] not in LOW:
-        must = f"its device_type must be the tensors' device type, {device.type!r} here."
         if disabled:
-            why = f" Autocast disabled itself with a warning ({disabled[0]}): {must}"
+            why = tr(
+                " Autocast disabled itself with a warning ({warning}): its device_type must be the tensors' device "
+                "type, {device_type!r} here.",
+                warning=disabled[0],
+                device_type=device.type,
+            )
         elif autocast_on:
-            why = f" Autocast was on for {', '.join(sorted(map(repr, autocast_on)))}, not for {device.type!r}: {must}"
+            why = tr(
+                " Autocast was on for {types}, not for {device_type!r}: its device_type must be the tensors' device "
+                "type, {device_type!r} here.",
+                types=", ".join(sorted(map(repr, autocast_on))),
+                device_type=device.type,
+            )
         else:
             why = ""
-        return failed(
-            f"On {device} the first convolution ran in {seen[0] if seen else 'no'} precision: the forward pass did "
-            f"not run under torch.autocast for this device.{why}",
-            AMP_HINT,
-        )
+        if seen:
+            message = tr(
+                "On {device} the first convolution ran in {dtype} precision: the forward pass did not run under "
+                "torch.autocast for this device.{why}",
+                device=str(device),
+                dtype=seen[0],
+                why=why,
+            )
+        else:
+            message = tr(
+                "On {device} the first convolution ran in no precision: the forward pass did not run under "
+                "torch.autocast for this device.{why}",
+                device=str(device),
+                why=why,
+            )
+        return failed(message, tr(AMP_HINT))
     if scaler._scale is None:
         return failed(
-            "The GradScaler was never used. On a CUDA GPU in float16, small gradients underflow to zero without it "
-            "(here it is enabled, as it is there).",
-            AMP_HINT,
+            tr(
+                "The GradScaler was never used. On a CUDA GPU in float16, small gradients underflow to zero without "
+                "it (here it is enabled, as it is there)."
+            ),
+            tr(AMP_HINT),
         )
     before, ref_loss, ref_delta = _amp_reference(device, seen[0])
     delta = torch.cat([(p.detach() - b).flatten().float() for p, b in zip(model.parameters(), before, strict=True)])
     if float(delta.norm()) == 0:
-        return failed("The model's weights did not change: the step did not update them.", AMP_HINT)
+        return failed(tr("The model's weights did not change: the step did not update them."), tr(AMP_HINT))
     ratio = float(delta.norm() / ref_delta.norm())
     if ratio > 4:
         return failed(
-            f"The weights moved about {ratio:.0f} times too far: the gradients were still multiplied by the "
-            f"scale ({INIT_SCALE:.0f}) when the optimizer stepped. Step through the scaler: it unscales first.",
-            AMP_HINT,
-            more=AMP_MORE,
+            tr(
+                "The weights moved about {ratio:.0f} times too far: the gradients were still multiplied by the "
+                "scale ({scale:.0f}) when the optimizer stepped. Step through the scaler: it unscales first.",
+                ratio=ratio,
+                scale=INIT_SCALE,
+            ),
+            tr(AMP_HINT),
+            more=tr(AMP_MORE),
             see=AMP_SEE,
         )
     if ratio < 0.25 or float(torch.nn.functional.cosine_similarity(delta, ref_delta, dim=0)) < 0.9:
         return failed(
-            f"The weights moved {ratio:.3f} times as far as a float32 step would: the gradients were divided by "
-            "the scale without having been multiplied by it: the backward pass did not start from the scaled loss.",
-            AMP_HINT,
-            more=AMP_MORE,
+            tr(
+                "The weights moved {ratio:.3f} times as far as a float32 step would: the gradients were divided by "
+                "the scale without having been multiplied by it: the backward pass did not start from the scaled "
+                "loss.",
+                ratio=ratio,
+            ),
+            tr(AMP_HINT),
+            more=tr(AMP_MORE),
             see=AMP_SEE,
         )
     if scaler.get_scale() == INIT_SCALE:
         return failed(
-            "scaler.update() was not called: the scale never adapts (it must shrink after an overflow and grow "
-            "after good steps).",
-            AMP_HINT,
+            tr(
+                "scaler.update() was not called: the scale never adapts (it must shrink after an overflow and grow "
+                "after good steps)."
+            ),
+            tr(AMP_HINT),
         )
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        return failed(f"Return the loss tensor (got {type(loss).__name__}).", AMP_HINT)
+        return failed(tr("Return the loss tensor (got {type_name}).", type_name=type(loss).__name__), tr(AMP_HINT))
     if abs(float(loss.detach().float()) - float(ref_loss)) > 0.05 * abs(float(ref_loss)) + 1e-3:
         return failed(
-            f"Your step returns {float(loss.detach().float()):.4g}, the loss is {float(ref_loss):.4g}: return the "
-            "loss itself, not scaler.scale(loss).",
-            AMP_HINT,
+            tr(
+                "Your step returns {returned:.4g}, the loss is {loss:.4g}: return the loss itself, not "
+                "scaler.scale(loss).",
+                returned=float(loss.detach().float()),
+                loss=float(ref_loss),
+            ),
+            tr(AMP_HINT),
         )
     skipped = _inf_step_skipped(fn, device)
     if skipped is not None:
@@ -546,24 +717,32 @@ def _inf_step_skipped(fn, device):
         warnings.simplefilter("ignore")
         _, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
     if error is not None:
-        return _report(error, when=f"On {device}, in a step whose gradients held inf", hint=AMP_HINT)
+        return _report(
+            error, when=tr("On {device}, in a step whose gradients held inf", device=str(device)), hint=tr(AMP_HINT)
+        )
     changed = [not torch.equal(p.detach(), b) for p, b in zip(model.parameters(), before, strict=True)]
     if any(changed):
         return failed(
-            f"On {device}, in a step whose gradients held inf (injected into the first convolution's weight "
-            "gradient, as a float16 overflow makes them), your step still changed the weights: the optimizer "
-            "stepped without the scaler's check for inf/NaN. The scaler's own step skips such a step (also after "
-            "an explicit unscale_); optimizer.step() called by itself does not.",
-            AMP_HINT,
-            more=AMP_MORE,
+            tr(
+                "On {device}, in a step whose gradients held inf (injected into the first convolution's weight "
+                "gradient, as a float16 overflow makes them), your step still changed the weights: the optimizer "
+                "stepped without the scaler's check for inf/NaN. The scaler's own step skips such a step (also "
+                "after an explicit unscale_); optimizer.step() called by itself does not.",
+                device=str(device),
+            ),
+            tr(AMP_HINT),
+            more=tr(AMP_MORE),
             see=AMP_SEE,
         )
     if scaler.get_scale() >= INIT_SCALE:
         return failed(
-            f"On {device}, after a step whose gradients held inf, the scale did not shrink: scaler.update() "
-            "must follow the scaler's step in every step.",
-            AMP_HINT,
-            more=AMP_MORE,
+            tr(
+                "On {device}, after a step whose gradients held inf, the scale did not shrink: scaler.update() must "
+                "follow the scaler's step in every step.",
+                device=str(device),
+            ),
+            tr(AMP_HINT),
+            more=tr(AMP_MORE),
             see=AMP_SEE,
         )
     return None
@@ -624,14 +803,40 @@ def amp_step(fn):
     if all(d.type != "cuda" for d in devices):  # a CPU-only machine: is the autocast device type read from the data?
         autocast_on = _autocast_follows_data(fn)
         if autocast_on is not None and "cuda" not in autocast_on:
-            on = ", ".join(map(repr, autocast_on)) or "no device type"
+            on = ", ".join(map(repr, autocast_on)) or tr("no device type")
             return failed(
-                f"With the model and tensors on a CUDA GPU (simulated: tensors that report device cuda:0), your "
-                f"forward pass ran with autocast on for {on}, not for 'cuda': the device type is fixed in your code. "
-                "It must come from the tensors (or the model), so that the same step runs in 16 bits on every device.",
-                AMP_HINT,
+                tr(
+                    "With the model and tensors on a CUDA GPU (simulated: tensors that report device cuda:0), your "
+                    "forward pass ran with autocast on for {on}, not for 'cuda': the device type is fixed in your "
+                    "code. It must come from the tensors (or the model), so that the same step runs in 16 bits on "
+                    "every device.",
+                    on=on,
+                ),
+                tr(AMP_HINT),
             )
     return passed(
-        "Autocast ran your forward pass in 16 bits for the device of its tensors, the weights stayed float32, the "
-        "scaler scaled, unscaled and updated, and a step with inf gradients was skipped."
+        tr(
+            "Autocast ran your forward pass in 16 bits for the device of its tensors, the weights stayed float32, "
+            "the scaler scaled, unscaled and updated, and a step with inf gradients was skipped."
+        )
     )
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy(
+        "`fn(model, batches, loss_fn, optimizer)`: train on each batch; return the mean loss per batch as a float; "
+        "raise RuntimeError if any loss exceeded 100; no host synchronisation per step (a few after the loop are "
+        "fine)."
+    ),
+    tr_lazy(
+        "`cls(images, labels, batch_size)`: iterating gives shuffled `(images, labels)` batches on the data's "
+        "device, a new order each epoch, every sample once, the last batch possibly smaller; `len()` is the number "
+        "of batches."
+    ),
+    tr_lazy(
+        "`fn(model, imgs, targets, loss_fn, optimizer, scaler)`: one training step with the forward pass under "
+        "`torch.autocast` for the tensors' device, the backward pass and optimizer step through `scaler`; returns "
+        "the loss."
+    ),
+)
