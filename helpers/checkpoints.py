@@ -20,6 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from helpers.i18n import tr
+
 
 def save(obj, path: str | Path) -> Path:
     """``torch.save(obj, path)``, atomically. Creates the folder if needed."""
@@ -78,8 +80,12 @@ def resume_training(path: str | Path, model: nn.Module, optimizer: torch.optim.O
     where = {p.device for p in model.parameters()}
     if any(not _same_device(d, device) for d in where):
         raise ValueError(
-            f"Move the model to {device} before resume_training (it is on {', '.join(sorted(map(str, where)))}): "
-            "the optimizer's state follows the parameters' device when it is loaded."
+            tr(
+                "Move the model to {device} before resume_training (it is on {where}): "
+                "the optimizer's state follows the parameters' device when it is loaded.",
+                device=device,
+                where=", ".join(sorted(map(str, where))),
+            )
         )
     state = load(path, map_location="cpu")
     model.load_state_dict(state["model"])

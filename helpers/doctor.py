@@ -1000,11 +1000,22 @@ def _check_warnings(facts: Facts, shown: list[Check]) -> list[Check]:
     ]
 
 
+# helpers.devices words a DeviceError with this template (its catalog translates it): the doctor shows the problem
+# and gives its own fix, so it cuts the message where the template's fix starts (" To fix: " in English).
+DEVICE_ERROR_TEMPLATE = "{source}: {problem} To fix: {fix}; `python -m helpers.doctor` explains what it finds."
+
+
+def _device_error_fix_separator() -> str:
+    shaped = tr(DEVICE_ERROR_TEMPLATE, source="\x00", problem="\x01", fix="\x02")
+    between = shaped.partition("\x01")[2].partition("\x02")[0]
+    return between or " To fix: "
+
+
 def _check_course_device(facts: Facts) -> Check:
     if facts.torch_version is None:
         return Check("FAIL", "course device", tr("none: the course needs PyTorch (see the torch line above)"))
     if facts.course_device_error is not None:
-        detail = facts.course_device_error.split(" To fix: ")[0]
+        detail = facts.course_device_error.split(_device_error_fix_separator())[0]
         choices = ", ".join(["auto", *facts.available_devices])
         return Check(
             "FAIL",

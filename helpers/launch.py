@@ -34,6 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.i18n import tr
+
 RANKED = "[rank "
 SHUTDOWN_ABORT = "terminate called without an active exception"
 
@@ -57,10 +59,11 @@ def port_in_use_advice(output: str) -> str:
     found = PORT_IN_USE.search(output)
     if not found:
         return ""
-    return (
-        f"port {found.group(1)} is already in use (another job or program listens on it). Use torchrun "
+    return tr(
+        "port {port} is already in use (another job or program listens on it). Use torchrun "
         "--standalone on one machine (it picks a free port), or choose another port: --master-port, the port in "
-        "--rdzv-endpoint, or MASTER_PORT."
+        "--rdzv-endpoint, or MASTER_PORT.",
+        port=found.group(1),
     )
 
 
@@ -92,10 +95,14 @@ class Run:
     def check(self) -> Run:
         """The run itself, or :class:`LaunchError` if it failed or timed out."""
         if self.timed_out or self.returncode != 0:
-            what = "timed out" if self.timed_out else f"exited with code {self.returncode}"
+            if self.timed_out:
+                what = tr("`{command}` timed out:", command=self.command)
+            else:
+                what = tr("`{command}` exited with code {code}:", command=self.command, code=self.returncode)
             advice = port_in_use_advice(self.stderr)
-            raise LaunchError(f"`{self.command}` {what}:\n{self.stdout[-1500:]}\n{self.stderr[-3000:]}"
-                              + (f"\n{advice}" if advice else ""))  # fmt: skip
+            raise LaunchError(
+                f"{what}\n{self.stdout[-1500:]}\n{self.stderr[-3000:]}" + (f"\n{advice}" if advice else "")
+            )
         return self
 
 
@@ -178,7 +185,7 @@ def _finish(procs: list[tuple[str, subprocess.Popen]], timeout: float, start: fl
             try:
                 out, err = proc.communicate(timeout=30)
             except subprocess.TimeoutExpired:  # something outside our reach still holds the pipes
-                out, err = "", "(the output could not be read: a process of the job outlived it)"
+                out, err = "", tr("(the output could not be read: a process of the job outlived it)")
         runs.append(Run(command, proc.returncode, out, err, time.perf_counter() - start, timed_out))
     for _, p in procs:  # no stray rank survives its job
         _stop(p)

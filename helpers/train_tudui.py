@@ -20,6 +20,8 @@ import os
 import sys
 import time
 
+from helpers.i18n import tr, tr_lazy
+
 EPOCHS_FULL = 10
 EPOCHS_QUICK = 2
 # How long a collective (a barrier, the gradients' all-reduce) waits for a process that is still running but
@@ -27,7 +29,7 @@ EPOCHS_QUICK = 2
 # that dies does not make the others wait this long: torchrun stops them within seconds and exits non-zero.
 COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=30)
 
-EPILOG = """\
+EPILOG = tr_lazy("""\
 examples:
   python -m helpers.train_tudui                      # 10 epochs on the best device, resumable
   python -m helpers.train_tudui --device cpu --epochs 20
@@ -43,46 +45,50 @@ Without internet, CIFAR-10 cannot be downloaded: the command trains on a synthet
 dataset instead and labels every result with it.
 Under torchrun, --device is auto, cuda (each process takes cuda:LOCAL_RANK) or cpu; --batch-size is
 per process (the effective batch is N times it); checkpoints resume with any number of processes.
-"""
+""")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m helpers.train_tudui",
-        description="Train the Tudui CNN (from the original course) on CIFAR-10, on any device, resumably.",
-        epilog=EPILOG,
+        description=tr("Train the Tudui CNN (from the original course) on CIFAR-10, on any device, resumably."),
+        epilog=tr(EPILOG),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--device",
         default=None,
-        help="auto, cpu, cuda, cuda:N or mps (default: COURSE_DEVICE if set, else auto = best available)",
+        help=tr("auto, cpu, cuda, cuda:N or mps (default: COURSE_DEVICE if set, else auto = best available)"),
     )
     p.add_argument(
         "--epochs",
         type=int,
         default=None,
-        help=f"total epochs to reach, counting resumed ones (default: {EPOCHS_FULL}; {EPOCHS_QUICK} with --quick)",
+        help=tr(
+            "total epochs to reach, counting resumed ones (default: {full}; {quick} with --quick)",
+            full=EPOCHS_FULL,
+            quick=EPOCHS_QUICK,
+        ),
     )
-    p.add_argument("--batch-size", type=int, default=64, help="images per batch (default: 64, as the original)")
-    p.add_argument("--lr", type=float, default=1e-2, help="SGD learning rate (default: 0.01, as the original)")
-    p.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (default: 0, as the original)")
-    p.add_argument("--data-dir", default="data", help="where CIFAR-10 is downloaded (default: data/)")
+    p.add_argument("--batch-size", type=int, default=64, help=tr("images per batch (default: 64, as the original)"))
+    p.add_argument("--lr", type=float, default=1e-2, help=tr("SGD learning rate (default: 0.01, as the original)"))
+    p.add_argument("--momentum", type=float, default=0.0, help=tr("SGD momentum (default: 0, as the original)"))
+    p.add_argument("--data-dir", default="data", help=tr("where CIFAR-10 is downloaded (default: data/)"))
     p.add_argument(
         "--checkpoint",
         default="checkpoints/tudui.pt",
-        help="checkpoint file, written after every epoch and resumed from (default: checkpoints/tudui.pt)",
+        help=tr("checkpoint file, written after every epoch and resumed from (default: checkpoints/tudui.pt)"),
     )
-    p.add_argument("--no-resume", action="store_true", help="start afresh even if the checkpoint exists")
+    p.add_argument("--no-resume", action="store_true", help=tr("start afresh even if the checkpoint exists"))
     p.add_argument(
         "--preload",
         action="store_true",
-        help="keep the whole dataset as one tensor on the device (faster) instead of a DataLoader",
+        help=tr("keep the whole dataset as one tensor on the device (faster) instead of a DataLoader"),
     )
-    p.add_argument("--log-dir", default="runs/tudui", help="TensorBoard folder, used when tensorboard is installed")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--quick", action="store_true", help="quick mode: small synthetic data, few epochs (for tests)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument("--log-dir", default="runs/tudui", help=tr("TensorBoard folder, used when tensorboard is installed"))
+    p.add_argument("--no-progress", action="store_true", help=tr("no progress bars"))
+    p.add_argument("--quick", action="store_true", help=tr("quick mode: small synthetic data, few epochs (for tests)"))
+    p.add_argument("--seed", type=int, default=0, help=tr("random seed (default: 0)"))
     return p
 
 
@@ -127,7 +133,8 @@ def _join_process_group(parser: argparse.ArgumentParser, backend: str) -> None:
         if not advice:
             raise
         where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
-        parser.exit(2, f"{parser.prog}: error: the process group cannot start at {where}: {advice}\n")
+        message = tr("the process group cannot start at {where}: {advice}", where=where, advice=advice)
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
 
 
 def _rank_device(parser: argparse.ArgumentParser, request: str | None):
@@ -137,11 +144,12 @@ def _rank_device(parser: argparse.ArgumentParser, request: str | None):
 
     request = request or os.environ.get(DEVICE_ENV, "").strip() or "auto"
     if request not in ("auto", "cuda", "cpu"):
-        parser.exit(
-            2,
-            f"{parser.prog}: error: under torchrun, --device {request} cannot be used: use --device cuda "
-            "(each rank takes cuda:LOCAL_RANK), --device cpu or --device auto.\n",
+        message = tr(
+            "under torchrun, --device {request} cannot be used: use --device cuda "
+            "(each rank takes cuda:LOCAL_RANK), --device cpu or --device auto.",
+            request=request,
         )
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
     try:
         return rank_device(request, int(os.environ.get("LOCAL_RANK", 0)))[0]
     except RankDeviceError as err:
@@ -166,7 +174,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
     quick = args.quick or quick_mode()
     epochs = args.epochs if args.epochs is not None else (EPOCHS_QUICK if quick else EPOCHS_FULL)
     if epochs < 1 or args.batch_size < 1:
-        parser.error("--epochs and --batch-size must be at least 1")
+        parser.error(tr("--epochs and --batch-size must be at least 1"))
 
     torch.manual_seed(args.seed)
     try:
@@ -181,14 +189,23 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
         else:
             data = load_cifar10(args.data_dir, quick=quick)
     except KeyboardInterrupt:
-        say("\ninterrupted while getting CIFAR-10: the partial download was removed; run again.", file=sys.stderr)
+        say(tr("\ninterrupted while getting CIFAR-10: the partial download was removed; run again."), file=sys.stderr)
         return 130
-    say(f"data: {data.description}")
+    say(tr("data: {description}", description=data.description))
     if ddp:
-        say(f"device: {device.type} in each of {world_size} processes (DDP, {dist.get_backend()}), "
-            f"batch {args.batch_size} each = effective batch {world_size * args.batch_size}")  # fmt: skip
+        say(
+            tr(
+                "device: {type} in each of {n} processes (DDP, {backend}), batch {batch} each = effective batch "
+                "{effective}",
+                type=device.type,
+                n=world_size,
+                backend=dist.get_backend(),
+                batch=args.batch_size,
+                effective=world_size * args.batch_size,
+            )
+        )
     else:
-        say(f"device: {device}")
+        say(tr("device: {device}", device=device))
 
     gen = torch.Generator().manual_seed(args.seed)
     sampler = None
@@ -236,22 +253,38 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
             state = checkpoints.load(args.checkpoint)
             mismatch = _mismatch(state, settings)
             if mismatch:
-                parser.exit(
-                    2,
-                    f"{parser.prog}: error: {args.checkpoint} cannot be resumed by this run: {mismatch}. "
-                    "Run with the checkpoint's settings, or use --no-resume or another --checkpoint.\n",
+                message = tr(
+                    "{checkpoint} cannot be resumed by this run: {mismatch}. "
+                    "Run with the checkpoint's settings, or use --no-resume or another --checkpoint.",
+                    checkpoint=args.checkpoint,
+                    mismatch=mismatch,
                 )
+                parser.exit(2, f"{parser.prog}: error: {message}\n")
             state = checkpoints.resume_training(args.checkpoint, plain, optimizer, device)
             if state.get("rng") is not None:  # the data order the uninterrupted run would have had
                 torch.set_rng_state(state["rng"])
                 gen.set_state(state["generator"])
             history = History.from_dict(state["history"])
             done = state["epoch"]
-            say(f"resumed from {args.checkpoint}: epoch {done} done ({history.summary()})")
+            say(
+                tr(
+                    "resumed from {checkpoint}: epoch {done} done ({summary})",
+                    checkpoint=args.checkpoint,
+                    done=done,
+                    summary=history.summary(),
+                )
+            )
 
     remaining = epochs - done
     if remaining <= 0:
-        say(f"nothing to do: {done} of {epochs} epochs already done ({args.checkpoint}); raise --epochs to go on")
+        say(
+            tr(
+                "nothing to do: {done} of {epochs} epochs already done ({checkpoint}); raise --epochs to go on",
+                done=done,
+                epochs=epochs,
+                checkpoint=args.checkpoint,
+            )
+        )
         return 0
 
     model = plain
@@ -262,7 +295,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
 
     writer = tensorboard_writer(args.log_dir) if rank == 0 else None
     if writer is not None:
-        say(f"TensorBoard logs in {args.log_dir}/: open them with  tensorboard --logdir {args.log_dir}")
+        say(tr("TensorBoard logs in {dir}/: open them with  tensorboard --logdir {dir}", dir=args.log_dir))
 
     saved = {"epoch": done}
 
@@ -289,7 +322,10 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
         if rank == 0:
             from tqdm.auto import tqdm
 
-            tqdm.write(hist.summary() + (f" (saved {args.checkpoint})" if args.checkpoint else ""))
+            if args.checkpoint:
+                tqdm.write(tr("{summary} (saved {checkpoint})", summary=hist.summary(), checkpoint=args.checkpoint))
+            else:
+                tqdm.write(hist.summary())
 
     start = time.perf_counter()
     try:
@@ -309,15 +345,18 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
         )
     except KeyboardInterrupt:
         last = saved["epoch"]
-        kept = f"{args.checkpoint} (epoch {last}) is intact" if args.checkpoint and last else "nothing was saved"
-        say(f"\ninterrupted: {kept}; run the same command to resume.", file=sys.stderr)
+        if args.checkpoint and last:
+            kept = tr("{checkpoint} (epoch {last}) is intact", checkpoint=args.checkpoint, last=last)
+        else:
+            kept = tr("nothing was saved")
+        say(tr("\ninterrupted: {kept}; run the same command to resume.", kept=kept), file=sys.stderr)
         return 130
     finally:
         if writer is not None:
             writer.close()
-    say(f"done in {time.perf_counter() - start:.1f} s: {history.summary()}")
+    say(tr("done in {seconds:.1f} s: {summary}", seconds=time.perf_counter() - start, summary=history.summary()))
     if not data.is_cifar10:
-        say("These are results on synthetic data, not CIFAR-10 results.")
+        say(tr("These are results on synthetic data, not CIFAR-10 results."))
     if ddp:
         dist.barrier()  # leave together: a rank that exits early can break a peer's shutdown
     return 0
@@ -358,19 +397,19 @@ class _SampledBatches:
 
 def _mismatch(state: dict, settings: dict) -> str:
     """What differs between a checkpoint's settings and this run's ("" when it can resume)."""
-    names = {"data_name": "data", "data_sizes": "data size (train, test)", "lr": "--lr", "momentum": "--momentum",
-             "batch_size": "--batch-size"}  # fmt: skip
+    names = {"data_name": tr("data"), "data_sizes": tr("data size (train, test)"), "lr": "--lr",
+             "momentum": "--momentum", "batch_size": "--batch-size"}  # fmt: skip
     diffs = []
     for key, name in names.items():
         saved, now = state.get(key), settings[key]
         if key == "data_sizes" and saved is not None:
             saved = list(saved)
         if saved is not None and saved != now:
-            hint = " (--quick or COURSE_QUICK=1 uses small synthetic data)" if key == "data_sizes" else ""
-            diffs.append(f"{name} was {saved}, now {now}{hint}")
+            hint = tr(" (--quick or COURSE_QUICK=1 uses small synthetic data)") if key == "data_sizes" else ""
+            diffs.append(tr("{name} was {saved}, now {now}{hint}", name=name, saved=saved, now=now, hint=hint))
         elif saved is None and key == "data_name":
-            diffs.append("it has no record of its data")
-    return "; ".join(diffs)
+            diffs.append(tr("it has no record of its data"))
+    return tr("; ").join(diffs)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from helpers.i18n import tr
+
 
 @dataclass
 class History:
@@ -54,10 +56,15 @@ class History:
 
     def summary(self) -> str:
         if not self.epochs:
-            return f"no epochs yet ({self.data_name})"
-        return (
-            f"epoch {self.epochs[-1]}: train loss {self.train_loss[-1]:.3f}, test loss {self.test_loss[-1]:.3f}, "
-            f"test accuracy {self.test_accuracy[-1]:.1%} on {self.data_name}"
+            return tr("no epochs yet ({data})", data=self.data_name)
+        return tr(
+            "epoch {epoch}: train loss {train_loss:.3f}, test loss {test_loss:.3f}, "
+            "test accuracy {accuracy:.1%} on {data}",
+            epoch=self.epochs[-1],
+            train_loss=self.train_loss[-1],
+            test_loss=self.test_loss[-1],
+            accuracy=self.test_accuracy[-1],
+            data=self.data_name,
         )
 
 
@@ -210,11 +217,12 @@ def fit(
     first = (history.epochs[-1] + 1) if history.epochs else 1
     epoch_range = range(first, first + epochs)
     batch_bars = progress and not _text_bars_in_notebook()
-    for epoch in _bar(epoch_range, epochs, "epochs", progress, leave=True):
+    for epoch in _bar(epoch_range, epochs, tr("epochs"), progress, leave=True):
         if on_epoch_start is not None:
             on_epoch_start(epoch)
-        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, batch_bars, f"epoch {epoch}")
-        test_loss, test_acc = evaluate(model, test_loader, loss_fn, device, batch_bars, f"test {epoch}")
+        train_desc, test_desc = tr("epoch {epoch}", epoch=epoch), tr("test {epoch}", epoch=epoch)
+        train_loss = train_one_epoch(model, train_loader, loss_fn, optimizer, device, batch_bars, train_desc)
+        test_loss, test_acc = evaluate(model, test_loader, loss_fn, device, batch_bars, test_desc)
         history.add(epoch, train_loss, test_loss, test_acc)
         if writer is not None:
             writer.add_scalar("train_loss", train_loss, epoch)

@@ -163,6 +163,17 @@ def test_doctor_quotes_torchs_warning_once_in_chinese_too(zh):
     assert f"PyTorch 的原话：{DRIVER_SAID}" in by_topic(checks)["CUDA"].detail
 
 
+def test_doctor_course_device_line_keeps_the_pickers_problem_and_gives_one_fix(zh):
+    """The device picker's message (its own catalog) ends with a fix; the doctor shows the problem and its own fix."""
+    problem = tr("cuda was asked for, but PyTorch sees no CUDA GPU")
+    message = tr(doctor.DEVICE_ERROR_TEMPLATE, source="COURSE_DEVICE='cuda'", problem=problem, fix="x")
+    assert CJK.search(message), "the device picker's template is translated"
+    facts = replace(LAPTOP, course_device_env="cuda", course_device_error=message)
+    check = by_topic(diagnose(facts))["course device"]
+    assert check.status == "FAIL" and check.detail == message[: message.index(problem) + len(problem)]
+    assert check.fix.startswith("取消 COURSE_DEVICE（`unset COURSE_DEVICE`）")
+
+
 # --- --explain and the notes ------------------------------------------------------------------------------------------
 
 
@@ -250,3 +261,88 @@ def test_clinic_note_and_traceback_line_in_chinese(monkeypatch):
     assert "相关课程：第 03 课（设备对象），第 8 节" in note
     assert nb.cells[3].outputs[0].text.strip() == "[设备错误诊所] 已知设备错误的堆栈回溯：完整显示。"
     assert nb.cells[4].outputs[0].text.strip() == "%clinic 的参数只能是 'full' 或 'short'。"
+
+
+# --- checkpoints, training, train_tudui, launch -----------------------------------------------------------------------
+
+TAKEN = (
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+    "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+)
+
+
+def test_resume_training_refusal_in_chinese(zh, tmp_path):
+    import torch
+
+    from helpers import checkpoints
+    from helpers.models import Tudui
+
+    model = Tudui()
+    path = checkpoints.save_training(tmp_path / "t.pt", model, torch.optim.SGD(model.parameters(), lr=0.01), epoch=1)
+    with pytest.raises(ValueError) as refused:
+        checkpoints.resume_training(path, Tudui(), torch.optim.SGD(Tudui().parameters(), lr=0.01), "meta")
+    assert str(refused.value).startswith("在调用 resume_training 之前先把模型移到 meta（它现在在 cpu 上）")
+
+
+def test_launch_advice_and_failure_in_chinese(zh):
+    from helpers.launch import LaunchError, Run, port_in_use_advice
+
+    advice = port_in_use_advice(TAKEN)
+    assert advice.startswith("端口 29500 已被占用") and "--standalone" in advice and "MASTER_PORT" in advice
+    with pytest.raises(LaunchError) as failed:
+        Run("torchrun --master-port=29500 -m x", 1, "", TAKEN, 1.0).check()
+    message = str(failed.value)
+    assert message.startswith("`torchrun --master-port=29500 -m x` 退出，退出码为 1：\n")
+    assert TAKEN in message and message.endswith(advice)  # torch's own words between, untranslated
+    with pytest.raises(LaunchError, match=r"^`torchrun -m x` 超时："):
+        Run("torchrun -m x", -9, "", "", 1.0, timed_out=True).check()
+
+
+def test_history_summary_in_chinese(zh):
+    from helpers.training import History
+
+    history = History(data_name="CIFAR-10")
+    assert history.summary() == "还没有训练任何一轮（CIFAR-10）"
+    history.add(3, 1.23456, 1.5, 0.4567)
+    assert history.summary() == "第 3 轮：训练损失 1.235，测试损失 1.500，在 CIFAR-10 上的测试准确率 45.7%"
+
+
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    """Small synthetic data, in a folder of its own (as tests/test_train_tudui.py runs it)."""
+    from helpers import data
+
+    monkeypatch.setattr(data, "SYNTHETIC_QUICK_SIZES", (128, 64))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_train_tudui_speaks_chinese(zh, tiny, capsys):
+    from helpers.train_tudui import main
+
+    ckpt = tiny / "tudui.pt"
+    common = ["--quick", "--device", "cpu", "--no-progress", "--checkpoint", str(ckpt), "--batch-size", "32"]
+    assert main([*common, "--epochs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "设备：cpu" in out and "这些是在合成数据上的结果，不是 CIFAR-10 的结果。" in out
+    assert "第 1 轮：训练损失 " in out and f"（已保存到 {ckpt}）" in out
+    assert main([*common, "--epochs", "1"]) == 0
+    assert "无需训练：1 轮中已完成 1 轮" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main([*common, "--lr", "0.1", "--epochs", "2"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "--lr 原来是 0.01，现在是 0.1" in err and "--no-resume" in err
+    assert err.startswith("python -m helpers.train_tudui: error: ") and "不能被这次运行续训" in err
+
+
+def test_train_tudui_help_in_chinese():
+    helped = subprocess.run(
+        [sys.executable, "-m", "helpers.train_tudui", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COURSE_LANG": "zh-CN"},
+        cwd=course.ROOT,
+        check=True,
+    ).stdout
+    assert "每个批次的图片数（默认：64，与原课程相同）" in helped and "示例：" in helped
+    assert "python -m helpers.train_tudui --device cuda:1 --preload" in helped  # the commands stay as they are
