@@ -157,9 +157,9 @@ def comments(source: str) -> list[Comment]:
 
 def has_words(text: str) -> bool:
     """Whether a markdown block has words to translate (a Colab badge or a bare link has none); a fenced code
-    block has them only in its comments."""
+    block has them only in its comments, a MyST directive (```{toctree}) also in its ``:caption:``."""
     if FENCE.match(text):
-        return bool(re.search(r"#[^\n]*[A-Za-z\u4e00-\u9fff]", text))
+        return bool(re.search(r"#[^\n]*[A-Za-z\u4e00-\u9fff]|^:caption:.*[A-Za-z]{2,}", text, re.MULTILINE))
     text = re.sub(r"!?\[[^\]]*\]\([^)]*\)|https?://\S+|`[^`\n]*`", " ", text)
     return bool(re.search(r"[A-Za-z]{2,}|[\u4e00-\u9fff]", re.sub(r"\[!\[Open In Colab\]", "", text)))
 
