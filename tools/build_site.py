@@ -68,7 +68,7 @@ def published(path: Path, lang: str) -> Path:
 
 
 SECTION = re.compile(r"^## (\d+)\. ", re.MULTILINE)
-NOTEBOOK_SECTION = re.compile(r"notebook (\d\d)\b[^,;]*(?:, section (\d+))?")
+NOTEBOOK_SECTION = re.compile(r"notebook (\d\d)\b[^,;]*(?:, section (\d+))?|第 (\d\d) 课[^，；]*(?:，第 (\d+) 节)?")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 FIXTURES = course.ROOT / "tests" / "fixtures"
 
@@ -201,7 +201,7 @@ LESSONS_TEXT = {
         "start": "从哪里开始",
         "colab": "- **在 Colab 中，什么都不用装**：打开 [Colab 中的第 {number} 课]({url})（要用 GPU：Runtime > "
         "Change runtime type > GPU，即“代码执行程序 > 更改运行时类型”）。它的第一个单元格会安装课程的辅助代码；"
-        "每一课的页面上都有 *Open in Colab* 按钮。",
+        "每一课的页面上都有“在 Colab 中打开”按钮。",
         "laptop": "- **在自己的电脑上**：",
         "cpu_first": "# Linux 上没有 NVIDIA GPU 时，先装只支持 CPU 的 torch：",
         "doctor": "# 看看这台机器有什么，课程会用哪个设备",
@@ -274,7 +274,7 @@ def lesson_links(lesson: str, labels: set[str]) -> str:
     pages = {p.name[:2]: course.repo_path(p) for p in course.lessons()}
 
     def link(m: re.Match) -> str:
-        number, section = m.group(1), m.group(2)
+        number, section = m.group(1) or m.group(3), m.group(2) or m.group(4)
         label = section_label(number, section) if section else None
         if label in labels:
             return f"[{m.group(0)}](#{label})"
@@ -290,6 +290,8 @@ ERRORS_TEXT = {
         "fix": "How to fix it",
         "shown": "Where the course teaches it",
         "not_shown": "The lesson on its topic (no lesson shows this message)",
+        "label": "**{}.** ",
+        "where": "**{}:** ",
     },
     CHINESE: {
         "seen": "它在堆栈回溯（traceback）中的样子：",
@@ -297,6 +299,8 @@ ERRORS_TEXT = {
         "fix": "怎么修",
         "shown": "课程在哪里讲它",
         "not_shown": "相关主题的那一课（没有哪一课演示这条信息）",
+        "label": "**{}**：",  # bold closes before Chinese punctuation (CommonMark)
+        "where": "**{}**：",
     },
 }
 
@@ -337,10 +341,10 @@ def errors_page(labels: set[str], lang: str = ENGLISH) -> str:
                 out += [text["seen"], "", "```text", *seen, "```", ""]
             for field in ("meaning", "fix"):
                 if getattr(entry, field, None):
-                    out += [f"**{text[field]}.** {escape(i18n.tr(getattr(entry, field)))}", ""]
+                    out += [text["label"].format(text[field]) + escape(i18n.tr(getattr(entry, field))), ""]
             if getattr(entry, "lesson", None):
                 where = text["shown"] if getattr(entry, "shown", True) else text["not_shown"]
-                out += [f"**{where}:** {lesson_links(i18n.tr(entry.lesson), labels)}", ""]
+                out += [text["where"].format(where) + lesson_links(i18n.tr(entry.lesson), labels), ""]
     return "\n".join(out)
 
 
