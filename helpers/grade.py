@@ -1,7 +1,7 @@
 """Grade a class's notebooks: ``python -m helpers.grade FOLDER`` runs each and writes one CSV.
 
     python -m helpers.grade submissions/                  # writes grades.csv here
-    python -m helpers.grade submissions/ --out 01.csv --timeout 120 --jobs 2
+    python -m helpers.grade submissions/ --out 01.csv --timeout 180 --jobs 2
 
 Every ``*.ipynb`` directly in FOLDER is run from top to bottom in a fresh kernel, the way "Restart and
 run all" would, and the verdict of each exercise check is collected. The CSV has one row per file:
@@ -28,9 +28,10 @@ How a notebook runs:
   ``checkpoints/``, ``runs/``, goes there and is deleted): the learner's file and folder are never
   changed;
 - in a kernel of this Python (the course installed), one notebook after another, or ``--jobs N`` at a
-  time; each within ``--timeout`` seconds in all (default 300; a shipped lesson takes seconds to a minute on
-  a laptop CPU). A notebook that hangs, crashes its kernel or is not a notebook is reported in its row
-  and the others go on;
+  time; each within ``--timeout`` seconds in all, kernel start included (default 600: the ten shipped
+  lessons used about 50 s of CPU time each on average, and took 40 s to 7 min each on a busy 2-core
+  machine). A notebook that hangs, crashes its kernel or is not a notebook is reported in its row and the
+  others go on;
 - in quick mode (``COURSE_QUICK=1``) on the CPU (``COURSE_DEVICE=cpu``, ``CUDA_VISIBLE_DEVICES`` empty);
   ``--device cuda`` (or ``auto``, ``mps``, ``cuda:1``) runs on that device instead, leaving
   ``CUDA_VISIBLE_DEVICES`` as it is;
@@ -75,7 +76,7 @@ from helpers.config import DEVICE_ENV, QUICK_ENV
 
 VERDICTS_ENV = "COURSE_VERDICTS"  # helpers.exercises.VERDICTS_ENV, not imported here: the runner needs no torch
 
-DEFAULT_TIMEOUT_S = 300
+DEFAULT_TIMEOUT_S = 600  # the slowest lessons (05, 06, 08) took up to 7 min on a busy 2-core machine
 CLOSED_PORT = "http://127.0.0.1:9"  # the discard port: nothing listens there, a connection fails at once
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 KILL_GRACE_S = 30  # how long past the limit the runner may take to stop the kernel before both are killed
