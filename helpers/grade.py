@@ -38,8 +38,8 @@ How a notebook runs:
 - with the network cut for what honours the proxy variables: ``http_proxy``, ``https_proxy``,
   ``all_proxy`` (and their capitals) point at a closed local port, ``no_proxy`` is empty and
   ``PIP_NO_INDEX=1``, so Python's urllib (torchvision's downloads), requests and pip fail at once; the
-  course's data needs no network there (quick mode trains on its synthetic CIFAR-shaped data, and
-  ``COURSE_DATA`` is honoured as usual). IPython's profile and Jupyter's runtime files go to the
+  course's data needs no network there (quick mode trains on its synthetic CIFAR-shaped data, never
+  downloads, and does not read ``COURSE_DATA``). IPython's profile and Jupyter's runtime files go to the
   temporary folder too, so the teacher's own IPython start-up files are not run.
 
 What is not blocked: code that opens sockets itself or ignores the proxy variables (DNS lookups
