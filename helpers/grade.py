@@ -39,8 +39,8 @@ How a notebook runs:
   ``all_proxy`` (and their capitals) point at a closed local port, ``no_proxy`` is empty and
   ``PIP_NO_INDEX=1``, so Python's urllib (torchvision's downloads), requests and pip fail at once; the
   course's data needs no network there (quick mode trains on its synthetic CIFAR-shaped data, never
-  downloads, and does not read ``COURSE_DATA``). IPython's profile and Jupyter's runtime files go to the
-  temporary folder too, so the teacher's own IPython start-up files are not run.
+  downloads, and does not read ``COURSE_DATA``). IPython's profile is a fresh one in the temporary
+  folder, so the teacher's own IPython start-up files are not run.
 
 What is not blocked: code that opens sockets itself or ignores the proxy variables (DNS lookups
 included) still reaches the network, and a notebook can read and write whatever the teacher's account
