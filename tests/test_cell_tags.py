@@ -2,9 +2,9 @@
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook, new_output
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from tools import cell_tags, course
+from tools import cell_tags, course, slides
 
 NOTEBOOKS = course.all_notebooks()
 LESSONS = course.lessons()
@@ -42,7 +42,8 @@ def _notebook():
 
 def test_apply_moves_markers_to_tags_and_hides_only_the_checks():
     nb = _notebook()
-    assert len(cell_tags.problems(nb)) == 2  # the marker comment, the untagged check cell
+    tag_problems = [p for p in cell_tags.problems(nb) if p not in slides.problems(nb)]
+    assert len(tag_problems) == 2  # the marker comment, the untagged check cell (the rest: no slide types yet)
     cell_tags.apply(nb)
     marker, checks, with_output, lesson = nb.cells
     assert marker.source == "print(torch.cuda.is_available())" and marker.metadata.tags == ["nbval-ignore-output"]
@@ -71,3 +72,47 @@ def test_check_mode_names_the_cells_and_fails(monkeypatch, tmp_path, capsys):
     assert cell_tags.main(["--check"]) == 1
     assert "00_x.ipynb cell 0: the comment '# NBVAL_IGNORE_OUTPUT'" in capsys.readouterr().out
     assert cell_tags.main([]) == 0 and cell_tags.main(["--check"]) == 0
+
+
+def _lesson():
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# 01 · A lesson\n\nThe badge."),
+            new_code_cell("# Setup (supporting code, not the lesson)\nsetup()"),
+            new_markdown_cell("## 1. A section\n\nWhich device does `x` live on?"),
+            new_code_cell("print(x.device)", outputs=[new_output("stream", text="cpu\n")]),
+            new_code_cell("assert x.device.type == 'cpu'"),
+            new_markdown_cell("### Common error\n\nProse."),
+            new_code_cell("y = x + 1"),
+            new_code_cell("ok = check.some_exercise(fn)", outputs=[new_output("stream", text="[TRY AGAIN] ...\n")]),
+        ]
+    )
+
+
+def test_every_cell_gets_its_slide_type_by_rule():
+    nb = _lesson()
+    cell_tags.apply(nb)
+    types = [c.metadata.slideshow["slide_type"] for c in nb.cells]
+    assert types == ["slide", "skip", "slide", "fragment", "skip", "subslide", "-", "fragment"]
+    assert nb.metadata.rise["scroll"] is True and nb.metadata.rise["enable_chalkboard"] is False
+    assert cell_tags.problems(nb) == []
+
+
+def test_a_lesson_without_slide_metadata_fails_the_check(monkeypatch, tmp_path, capsys):
+    nb = _lesson()
+    cell_tags.apply(nb)
+    del nb.cells[6].metadata["slideshow"]  # a new cell, added without running the tool
+    nb.cells[0].metadata["slideshow"] = {"slide_type": "-"}
+    del nb.metadata["rise"]
+    found = cell_tags.problems(nb, "01_x.ipynb")
+    assert "01_x.ipynb cell 6: slide type None, the slide rule says '-'" in found
+    assert "01_x.ipynb cell 0: slide type '-', the slide rule says 'slide'" in found
+    assert any("metadata.rise lacks scroll" in p for p in found)
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setattr(course, "all_notebooks", lambda: [path])
+    monkeypatch.setattr(course, "repo_path", lambda p: p.name)
+    assert cell_tags.main(["--check"]) == 1 and slides.main(["--check"]) == 1
+    assert "the slide rule says" in capsys.readouterr().out
+    assert cell_tags.main([]) == 0 and slides.main(["--check"]) == 0
+    assert nbformat.read(path, as_version=4).cells[3].outputs == nb.cells[3].outputs, "metadata only"

@@ -11,6 +11,8 @@
    (``"jupyter": {"source_hidden": true}``) and skipped in slides (``"slideshow": {"slide_type": "skip"}``).
    Every such cell is marked, and only such cells. A one-line assert that states the lesson's fact stays
    visible inside the cell it checks.
+3. Every cell has its slide type and every notebook its presentation options, by the rule of tools/slides.py
+   (``apply`` and ``problems`` below apply and check it too).
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def apply(nb) -> None:
             cell.metadata.pop("tags", None)
         if cell.metadata.get("jupyter") == {}:
             del cell.metadata["jupyter"]
+    from tools import slides  # imports this module
+
+    slides.apply(nb)
 
 
 def problems(nb, name: str = "") -> list[str]:
@@ -118,7 +123,9 @@ def problems(nb, name: str = "") -> list[str]:
             found.append(f"{where}: tagged {SCAFFOLDING!r} but is not a check-only cell without output")
         if is_hidden(cell) and (cell.metadata.get("jupyter") != HIDDEN or cell.metadata.get("slideshow") != SKIP):
             found.append(f"{where}: scaffolding must be collapsed and skipped in slides too")
-    return found
+    from tools import slides  # imports this module
+
+    return found + slides.problems(nb, name)
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,220 @@
+"""Slides from the same notebooks: every cell of every notebook carries ``slideshow.slide_type``, by rule.
+
+    python tools/slides.py                   # apply the slide rule to every notebook (python tools/cell_tags.py
+                                             # does it too), in place
+    python tools/slides.py --check           # name the cells without their slide type; exit 1 if any
+    python tools/slides.py export NOTEBOOK... --out DIR   # static HTML slides that open without network
+
+Present live (``pip install -e ".[teach]"``): open a notebook in JupyterLab and press Alt+R (or the toolbar's
+"Render as slides"); or open ``http://localhost:8888/rise/notebooks/01_cpu_to_gpu_cuda.ipynb`` (jupyterlab-rise's
+route, the path relative to the server's root). Space or the arrows advance, Shift+Enter runs the cell in view.
+jupyterlab-rise serves everything from the server, nothing from a CDN (its MathJax 3 comes with
+jupyterlab-mathjax3).
+
+The rule (``slide_type(cell)``): the title cell and each ``##`` heading start a ``slide``; a ``###`` heading a
+``subslide``; the code cell right after a question (prose ending in ``?``) is a ``fragment`` (the class guesses,
+then the answer appears), and so is an exercise's check cell (``ok = check.some_exercise(fn)``: the verdict
+appears after the class has tried); the setup cell and the check-only cells (tools/cell_tags.py) are ``skip``; every
+other cell continues its slide (``-``). Each notebook's ``metadata.rise`` keeps long outputs on the projector
+(``scroll``), starts at the beginning and leaves the chalkboard off.
+
+``export`` runs nbconvert's slides exporter (``jupyter nbconvert --to slides``) with every script and style
+sheet pointed at DIR/_reveal/: reveal.js 4.0.2 (the version nbconvert's reveal template is written for),
+require.js 2.1.10 and jQuery 2.2.4, fetched once from the npm registry (https://registry.npmjs.org) into a cache
+(``$COURSE_SLIDES_CACHE``, by default ``~/.cache/pytorch-cpu-gpu-course/slides``) and copied into DIR. So the
+first export needs the network; after that exports and the exported slides work offline (DIR can be copied to a
+USB stick: open DIR/NN_name.slides.html). MathJax and mermaid, which the template also loads from CDNs, are
+replaced by a local no-op: the lessons have no formulas and no diagrams. A notebook's widget state is left out
+(the progress bars show their text). Only the Colab badge's image stays remote: offline its alt text shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import shutil
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import nbformat
+
+from tools import cell_tags, course
+
+SLIDE, SUBSLIDE, FRAGMENT, CONTINUE, SKIP = "slide", "subslide", "fragment", "-", "skip"
+RISE = {  # jupyterlab-rise's notebook-level options (its settings schema names them)
+    "scroll": True,  # a long output scrolls inside its slide instead of running off the projector
+    "theme": "white",  # its font ships with reveal.js ("simple" and others fetch Google Fonts)
+    "transition": "none",
+    "enable_chalkboard": False,
+    "start_slideshow_at": "beginning",
+    "slideNumber": True,
+}
+SETUP_MARK = "# Setup"
+EXERCISE_CHECK = re.compile(r"^(\w+ = )?check\.\w+\(", re.MULTILINE)  # ok = check.some_exercise(fn)
+
+NPM = "https://registry.npmjs.org"
+REVEAL = "4.0.2"
+VENDOR = {  # npm package, version, {file in the package: file in DIR/_reveal}
+    "reveal.js": (REVEAL, None),  # dist/ and plugin/ kept as they are: nbconvert's template names them
+    "requirejs": ("2.1.10", {"require.js": "require.js"}),
+    "jquery": ("2.2.4", {"dist/jquery.min.js": "jquery.min.js"}),
+}
+STUBS = {  # what the template also loads and the lessons do not use
+    "mathjax-none.js": "window.MathJax = {Hub: {getAllJax: function () { return []; }, Rerender: function () {},"
+    " Config: function () {}, Queue: function () {}}};\n",
+    "mermaid-none.js": "export default {initialize: function () {}};\n",
+}
+
+
+def _first_line(cell) -> str:
+    return cell.source.lstrip().split("\n", 1)[0]
+
+
+def slide_type(cell, previous=None, index: int = 0) -> str:
+    """The slide type the rule gives a cell (``previous``: the cell before it)."""
+    if cell.cell_type == "markdown":
+        first = _first_line(cell)
+        if index == 0 or first.startswith("# ") or first.startswith("## "):
+            return SLIDE
+        if first.startswith("### "):
+            return SUBSLIDE
+        return CONTINUE
+    if cell.cell_type != "code":
+        return CONTINUE
+    if cell.source.startswith(SETUP_MARK) or cell_tags.is_hidden(cell):
+        return SKIP
+    if previous is not None and previous.cell_type == "markdown" and previous.source.rstrip().endswith("?"):
+        return FRAGMENT
+    if EXERCISE_CHECK.search(cell.source):
+        return FRAGMENT
+    return CONTINUE
+
+
+def apply(nb) -> None:
+    """Give every cell its slide type and the notebook its presentation options, in place."""
+    previous = None
+    for i, cell in enumerate(nb.cells):
+        cell.metadata["slideshow"] = {**cell.metadata.get("slideshow", {}), "slide_type": slide_type(cell, previous, i)}
+        previous = cell
+    nb.metadata["rise"] = {**RISE, **nb.metadata.get("rise", {})}
+
+
+def problems(nb, name: str = "") -> list[str]:
+    """The cells whose slide type breaks the rule, and missing presentation options (empty when none)."""
+    found = []
+    previous = None
+    for i, cell in enumerate(nb.cells):
+        want, have = slide_type(cell, previous, i), cell.metadata.get("slideshow", {}).get("slide_type")
+        if have != want:
+            found.append(f"{name} cell {i}: slide type {have!r}, the slide rule says {want!r}")
+        previous = cell
+    missing = [k for k in RISE if k not in nb.metadata.get("rise", {})]
+    if missing:
+        found.append(f"{name}: metadata.rise lacks {', '.join(missing)}")
+    return found
+
+
+# --- static export ------------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("COURSE_SLIDES_CACHE", Path.home() / ".cache" / "pytorch-cpu-gpu-course" / "slides"))
+
+
+def vendor(cache: Path | None = None) -> Path:
+    """reveal.js, require.js and jQuery in ``cache`` (fetched from the npm registry the first time only)."""
+    cache = cache or cache_dir()
+    done = cache / f"reveal-{REVEAL}.ok"
+    if done.exists():
+        return cache
+    cache.mkdir(parents=True, exist_ok=True)
+    for package, (version, files) in VENDOR.items():
+        url = f"{NPM}/{package}/-/{package}-{version}.tgz"
+        with urllib.request.urlopen(url, timeout=60) as response:
+            data = response.read()
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                if not member.isfile():
+                    continue
+                inner = member.name.split("/", 1)[1]
+                if files is None:
+                    if not inner.startswith(("dist/", "plugin/")):
+                        continue
+                    target = cache / "reveal.js" / inner
+                elif inner in files:
+                    target = cache / files[inner]
+                else:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(member).read())
+    for name, text in STUBS.items():
+        (cache / name).write_text(text)
+    done.write_text(f"reveal.js {REVEAL}\n")
+    return cache
+
+
+def export(notebooks: list[Path], out: Path, cache: Path | None = None) -> list[Path]:
+    """Static HTML slides of ``notebooks`` in ``out``, loading only files under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    local = out / "_reveal"
+    shutil.copytree(vendor(cache), local, dirs_exist_ok=True)
+    from nbconvert import SlidesExporter
+
+    exporter = SlidesExporter(
+        reveal_url_prefix="_reveal/reveal.js",
+        reveal_theme="white",  # its font ships with reveal.js
+        reveal_scroll=True,
+        require_js_url="_reveal/require.js",
+        jquery_url="_reveal/jquery.min.js",
+        mathjax_url="_reveal/mathjax-none.js",
+        mermaid_js_url="./_reveal/mermaid-none.js",  # not settable from nbconvert's command line
+    )
+    made = []
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        apply(nb)
+        nb.metadata.pop("widgets", None)  # widget state would load the widget manager from a CDN
+        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
+        target = out / f"{path.stem}.slides.html"
+        target.write_text(body, encoding="utf-8")
+        made.append(target)
+    return made
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["export"]:
+        parser = argparse.ArgumentParser(prog="tools/slides.py export", description="static HTML slides, offline")
+        parser.add_argument("notebooks", nargs="+", type=Path)
+        parser.add_argument("--out", type=Path, required=True)
+        args = parser.parse_args(argv[1:])
+        for made in export(args.notebooks, args.out):
+            print(f"wrote {made}")
+        return 0
+    check = "--check" in argv
+    found = []
+    for path in course.all_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        if check:
+            found += problems(nb, course.repo_path(path))
+            continue
+        before = nbformat.writes(nb)
+        apply(nb)
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, path)
+            print(f"rewrote {course.repo_path(path)}")
+    for line in found:
+        print(line)
+    if found:
+        print("Run: python tools/slides.py")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
