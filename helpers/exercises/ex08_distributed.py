@@ -659,3 +659,11 @@ def load_ddp_checkpoint(fn) -> object:
             see=SECTION_WRAPPER,
         )
     return passed(tr("A plain Tudui on the CPU, with the weights DDP saved on a GPU (checked on a simulated laptop)."))
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy("`fn(env)`: (device, backend) for the process torchrun started with environment `env` (a dict)."),
+    tr_lazy("`fn(model, dataset, rank, world_size, epochs, save)`: this rank's epochs; rank 0 saves after each."),
+    tr_lazy("`fn(path)`: a plain Tudui on the CPU with the weights that DDP's rank 0 saved on a GPU at `path`."),
+)

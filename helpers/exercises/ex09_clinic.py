@@ -1057,3 +1057,26 @@ def notebook_safe_loader(fn) -> object:
             workers=loader.num_workers,
         )
     )
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy(
+        "`train(make_model, start, batches, class_weights, device)`: build the model with `make_model()`, resume it "
+        'and its SGD optimizer from `start` (a checkpoint dict on the CPU: `"model"` and `"optimizer"` '
+        "state_dicts), train on `device` one step per `(images, labels)` batch (on the CPU) with "
+        "`nn.CrossEntropyLoss(weight=class_weights)`; return the losses as floats. `make_model` is your fixed model "
+        "class."
+    ),
+    tr_lazy(
+        "`fn(path, device)`: a plain Tudui on `device` with the weights of the checkpoint at `path`, saved on a GPU: "
+        'a state_dict, or a training checkpoint dict with it under `"model"`; keys may start with `module.` (DDP), '
+        "`_orig_mod.` (torch.compile) or both, in either order. Load safely (`weights_only=True`): a file that holds "
+        "more than weights must raise, never run."
+    ),
+    tr_lazy(
+        "`fn(images, labels)`: a DataLoader of shuffled `(images, labels)` batches of 16, every sample once per "
+        "epoch, that runs in a notebook on every system: worker processes started by spawn (macOS, Windows) or "
+        "forkserver (Linux from Python 3.14) can only unpickle classes and functions they can import."
+    ),
+)
