@@ -6,10 +6,10 @@
     python tools/slides.py export NOTEBOOK... --out DIR   # static HTML slides that open without network
 
 Present live (``pip install -e ".[teach]"``): open a notebook in JupyterLab and press Alt+R (or the toolbar's
-"Render as slides"); or open ``http://localhost:8888/rise/notebooks/01_cpu_to_gpu_cuda.ipynb`` (jupyterlab-rise's
-route, the path relative to the server's root). Space or the arrows advance, Shift+Enter runs the cell in view.
-jupyterlab-rise serves everything from the server, nothing from a CDN (its MathJax 3 comes with
-jupyterlab-mathjax3).
+"Render as Reveal Slideshow" button), or open ``http://localhost:8888/rise/notebooks/01_cpu_to_gpu_cuda.ipynb``
+(jupyterlab-rise's route; the path is relative to the server's root). Space or the arrows advance, Shift+Enter
+runs the cell in view. jupyterlab-rise serves reveal.js and its theme from the server (the ``white`` theme's font
+ships with it; MathJax 3 comes with jupyterlab-mathjax3): only the Colab badge's image is remote.
 
 The rule (``slide_type(cell)``): the title cell and each ``##`` heading start a ``slide``; a ``###`` heading a
 ``subslide``; the code cell right after a question (prose ending in ``?``) is a ``fragment`` (the class guesses,
