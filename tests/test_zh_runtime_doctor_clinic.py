@@ -181,7 +181,7 @@ def test_explain_a_pasted_message_in_chinese():
     explained = run_doctor("--explain", SAME_DEVICE, lang="zh-CN")
     assert explained.returncode == 0, explained.stderr
     lines = explained.stdout.splitlines()
-    assert lines[0] == "[设备错误诊所] Expected all tensors to be on the same device"  # PyTorch's words, as written
+    assert lines[0] == "[设备报错诊所] Expected all tensors to be on the same device"  # PyTorch's words, as written
     assert lines[1].startswith("这是什么意思：一个操作拿到的张量不在同一个设备上")
     assert (
         any(line.startswith("怎么修：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
@@ -202,7 +202,7 @@ def test_every_known_error_note_in_chinese(zh, entry):
     note = known_errors.render(entry)
     lines = note.splitlines()
     title = tr(entry.title)
-    assert lines[0] == f"[设备错误诊所] {title}"
+    assert lines[0] == f"[设备报错诊所] {title}"
     assert title.startswith(entry.title.split(" (")[0]), "the error's own words stay untranslated"
     for text in (entry.meaning, entry.fix, entry.lesson):
         chinese = tr(text)
@@ -255,11 +255,11 @@ def test_clinic_note_and_traceback_line_in_chinese(monkeypatch):
     assert error.ename == "RuntimeError" and "expected device" in error.evalue  # PyTorch's message, untranslated
     traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.traceback))
     assert re.search(
-        r"\[设备错误诊所\] 省略了 torch 和课程 helpers 内部的 \d+ 层调用帧：%tb 会打印完整的堆栈回溯。", traceback
+        r"\[设备报错诊所\] 省略了 torch 和课程 helpers 内部的 \d+ 层调用帧：%tb 会打印完整的堆栈回溯。", traceback
     )
-    assert note.startswith("[设备错误诊所] Expected all tensors to be on the same device\n这是什么意思：")
+    assert note.startswith("[设备报错诊所] Expected all tensors to be on the same device\n这是什么意思：")
     assert "相关课程：第 03 课（设备对象），第 8 节" in note
-    assert nb.cells[3].outputs[0].text.strip() == "[设备错误诊所] 已知设备错误的堆栈回溯：完整显示。"
+    assert nb.cells[3].outputs[0].text.strip() == "[设备报错诊所] 已知设备错误的堆栈回溯：完整显示。"
     assert nb.cells[4].outputs[0].text.strip() == "%clinic 的参数只能是 'full' 或 'short'。"
 
 
