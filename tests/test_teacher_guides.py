@@ -3,7 +3,7 @@
 A guide names the lesson's parts in a syntax this test reads:
 
 - a section of the lesson: ``§[heading]``, the heading's text exactly as the notebook writes it, without
-  its ``#`` marks (e.g. ``§[2. Is there a usable CUDA GPU?]``);
+  its ``#`` marks (e.g. ``§[2. Is there a usable CUDA GPU?]``); brackets inside it must pair, one level deep;
 - an exercise check: ``check.NAME``, as the notebook's check cell calls it (e.g. ``check.gpu_inventory``);
 - an entry of the error clinic: ``[clinic: KEY]``, a key of ``helpers.known_errors.KNOWN_ERRORS``.
 
@@ -33,7 +33,7 @@ SECTIONS = (
     "Timings",
 )
 PLANS = {"45-minute plan": 45, "90-minute plan": 90}
-SECTION_REF = re.compile(r"§\[([^\]]+)\]")
+SECTION_REF = re.compile(r"§\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # a heading may hold [...] once, e.g. ([1, 2])
 CHECK_REF = re.compile(r"\bcheck\.(\w+)")
 CLINIC_REF = re.compile(r"\[clinic: ([^\]]+)\]")
 
@@ -152,7 +152,7 @@ GOOD = """# Guide
 | --- | --- | --- | --- | --- |
 | 90 | §[1. First] | | Exercise 1 (check.ex_one) | |
 ## Misconceptions
-1. Something, corrected by §[1. First] and [clinic: same-device].
+1. Something, corrected by §[1. First], §[2. `f([1, 2])`] and [clinic: same-device].
 ## Questions for the room
 ## What to prepare
 ## Timings
@@ -163,7 +163,7 @@ GOOD = """# Guide
 def tiny_lesson(tmp_path):
     notebook = tmp_path / "07_tiny.ipynb"
     cells = [
-        {"cell_type": "markdown", "metadata": {}, "source": ["# 07 · Tiny\n", "## 1. First\n"]},
+        {"cell_type": "markdown", "metadata": {}, "source": ["# 07 · Tiny\n", "## 1. First\n", "## 2. `f([1, 2])`"]},
         {"cell_type": "markdown", "metadata": {}, "source": ["### Going deeper: more\n", "```\n", "# Fenced\n", "```"]},
     ]
     notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
@@ -186,6 +186,7 @@ def test_a_good_guide_passes(tiny_lesson):
         ("| 90 |", "| ninety |", "'90-minute plan': a row whose first column is not a number of minutes"),
         ("### 90-minute plan", "### 80-minute plan", "no table under '### 90-minute plan'"),
         ("| 40 | §[1. First]", "| 40 | §[1. Frist]", "§[1. Frist] is not a heading of 07_tiny.ipynb"),
+        ("§[2. `f([1, 2])`]", "§[2. `f([1, 3])`]", "§[2. `f([1, 3])`] is not a heading of 07_tiny.ipynb"),
         ("§[Going deeper: more]", "§[Fenced]", "§[Fenced] is not a heading of 07_tiny.ipynb"),
         ("(check.ex_one) | §", "(check.ex_two) | §", "check.ex_two is not an exercise check of 07_tiny.ipynb"),
         ("[clinic: same-device]", "[clinic: mixed-devices]", "[clinic: mixed-devices] is not a key of the clinic"),
