@@ -289,8 +289,8 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, built, server):
 def test_search_finds(browser, built, server, query, page):
     tab = Tab(browser, server, DESKTOP)
     tab.open(f"{'zh-CN/' if page.startswith('zh-CN/') else ''}search.html?q={query}")
-    tab.page.wait_for_function(  # Sphinx lists results one by one: wait for its closing summary
-        "() => /search finished|did not match/i.test("
+    tab.page.wait_for_function(  # Sphinx lists results one by one: wait for its summary, in either language
+        "() => /search finished|did not match|搜索完成|没有匹配/i.test("
         "document.querySelector('#search-results .search-summary')?.innerText || '')",
         timeout=60_000,
     )
