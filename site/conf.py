@@ -21,8 +21,8 @@ CHINESE = SITE_LANGUAGE == "zh-CN"
 logging.getLogger("jieba").setLevel(logging.WARNING)  # its progress lines are not the build's business
 
 project = "PyTorch 在 CPU 与 GPU 上：动手学" if CHINESE else "PyTorch on CPU and GPU, hands-on"
-author = "the course's authors"
-copyright = "the course's authors; text CC BY 4.0, code MIT"
+author = "课程作者" if CHINESE else "the course's authors"
+copyright = "课程作者；文字 CC BY 4.0，代码 MIT" if CHINESE else "the course's authors; text CC BY 4.0, code MIT"
 language = "zh_CN" if CHINESE else "en"
 smartquotes = False  # code in prose ('ignore', "cuda") stays as a learner must type it
 

@@ -204,7 +204,7 @@ LESSONS_TEXT = {
         "每一课的页面上都有“在 Colab 中打开”按钮。",
         "laptop": "- **在自己的电脑上**：",
         "cpu_first": "# Linux 上没有 NVIDIA GPU 时，先装只支持 CPU 的 torch：",
-        "doctor": "# 看看这台机器有什么，课程会用哪个设备",
+        "doctor": "# 看看这台机器有什么，课程会用哪个设备（COURSE_LANG=zh-CN：中文）",
     },
 }
 
