@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
+from helpers.i18n import CHINESE, language, tr, tr_lazy
 from helpers.memory import MiB, SavedTensors, is_out_of_memory, measure_training_memory
 from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
 from helpers.models import Tudui
@@ -47,9 +48,19 @@ def _mlp(sizes):
     return nn.Sequential(*layers[:-1])
 
 
+def _sentences(sentences) -> str:
+    """Whole sentences, one after the other: a space between them in English, none in Chinese."""
+    return ("" if language() == CHINESE else " ").join(sentences)
+
+
+def _list(items) -> str:
+    """Items in a list, separated by '; ' (in Chinese: '；')."""
+    return ("；" if language() == CHINESE else "; ").join(items)
+
+
 # ---------------------------------------------------------------- Exercise 1: estimate training memory
 
-ESTIMATE_HINT = (
+ESTIMATE_HINT = tr_lazy(
     "Add five parts: parameters (numel x element_size), gradients (the same for trainable parameters), "
     "optimizer state (Adam 2 copies, SGD with momentum 1, SGD 0), activations (bytes autograd saves, seen by "
     "torch.autograd.graph.saved_tensors_hooks, each storage once, parameters left out) and the batch."
@@ -57,40 +68,50 @@ ESTIMATE_HINT = (
 MISTAKES = {
     "no activations": (
         lambda m: m.total - m.activations,
-        "Your estimate leaves out the activations autograd saves for the backward pass: record them with "
-        "torch.autograd.graph.saved_tensors_hooks during a forward pass and add their bytes.",
+        tr_lazy(
+            "Your estimate leaves out the activations autograd saves for the backward pass: record them with "
+            "torch.autograd.graph.saved_tensors_hooks during a forward pass and add their bytes."
+        ),
     ),
     "no optimizer state": (
         lambda m: m.total - m.optimizer_state,
-        "Your estimate leaves out the optimizer state (or the gradients): Adam keeps two tensors per parameter "
-        "(exp_avg, exp_avg_sq), SGD with momentum one (momentum_buffer), plain SGD none.",
+        tr_lazy(
+            "Your estimate leaves out the optimizer state (or the gradients): Adam keeps two tensors per parameter "
+            "(exp_avg, exp_avg_sq), SGD with momentum one (momentum_buffer), plain SGD none."
+        ),
     ),
     "no gradients": (
         lambda m: m.total - m.gradients,
-        "Your estimate leaves out the gradients: every trainable parameter gets a .grad of its own size.",
+        tr_lazy("Your estimate leaves out the gradients: every trainable parameter gets a .grad of its own size."),
     ),
     "two state copies": (
         lambda m: m.total - m.optimizer_state + 2 * m.gradients,
-        "You count two state tensors per parameter for every optimizer: that is Adam. SGD with momentum keeps "
-        "one (momentum_buffer), plain SGD none.",
+        tr_lazy(
+            "You count two state tensors per parameter for every optimizer: that is Adam. SGD with momentum keeps "
+            "one (momentum_buffer), plain SGD none."
+        ),
     ),
     "no batch": (
         lambda m: m.total - m.batch,
-        "Your estimate leaves out the batch itself: the inputs (and targets) are tensors on the device too.",
+        tr_lazy("Your estimate leaves out the batch itself: the inputs (and targets) are tensors on the device too."),
     ),
     "activations twice": (
         lambda m: m.total + m.activations,
-        "You count some activations twice: a tensor saved by two operations (ReLU saves its output, the next "
-        "Linear saves the same tensor as its input) is stored once. Count each storage once "
-        "(key: t.untyped_storage()._cdata, one number per storage on every device).",
+        tr_lazy(
+            "You count some activations twice: a tensor saved by two operations (ReLU saves its output, the next "
+            "Linear saves the same tensor as its input) is stored once. Count each storage once "
+            "(key: t.untyped_storage()._cdata, one number per storage on every device)."
+        ),
     ),
     "parameters twice": (
         lambda m: m.total + m.weights_saved,
-        "Layers save their weights for the backward pass too; those bytes are the parameters, already counted: "
-        "leave tensors that share a parameter's storage out of the activations.",
+        tr_lazy(
+            "Layers save their weights for the backward pass too; those bytes are the parameters, already counted: "
+            "leave tensors that share a parameter's storage out of the activations."
+        ),
     ),
 }
-OPTIMIZER_WORDS = {"adam": "Adam", "sgd": "plain SGD", "sgd_momentum": "SGD with momentum"}
+OPTIMIZER_WORDS = {"adam": "Adam", "sgd": tr_lazy("plain SGD"), "sgd_momentum": tr_lazy("SGD with momentum")}
 
 
 class _Measured:
@@ -117,14 +138,14 @@ def _estimate_cases():
     torch.manual_seed(0)
     wide, narrow = _mlp([1024, 2048, 1024, 10]), _mlp([256, 512, 512, 10])
     return [
-        ("a wide MLP, batch 32", wide, 32, (1024,), "adam"),
-        ("the same MLP, batch 32", wide, 32, (1024,), "sgd"),
-        ("a narrow MLP, batch 1024", narrow, 1024, (256,), "sgd_momentum"),
-        ("Tudui, batch 32", Tudui(), 32, (3, 32, 32), "adam"),
+        (tr_lazy("a wide MLP, batch 32"), wide, 32, (1024,), "adam"),
+        (tr_lazy("the same MLP, batch 32"), wide, 32, (1024,), "sgd"),
+        (tr_lazy("a narrow MLP, batch 1024"), narrow, 1024, (256,), "sgd_momentum"),
+        (tr_lazy("Tudui, batch 32"), Tudui(), 32, (3, 32, 32), "adam"),
     ]
 
 
-META_POINTERS_HINT = (
+META_POINTERS_HINT = tr_lazy(
     "Your code keyed storages by data_ptr() on meta tensors: on meta every data_ptr() is 0, so every tensor there "
     "gets the same key (and matches the parameters you leave out). Key each storage by "
     "t.untyped_storage()._cdata, distinct for each storage on every device, meta included; or count the "
@@ -170,7 +191,8 @@ def training_memory(fn):
     gradients, optimizer state, saved activations, batch), within 10% of what a real step keeps;
     ``optimizer_name`` is ``"sgd"``, ``"sgd_momentum"`` or ``"adam"``; the loss is cross-entropy."""
     results = []
-    for name, model, batch, shape, opt in _estimate_cases():
+    for case, model, batch, shape, opt in _estimate_cases():
+        name = tr(case)
         gen = torch.Generator().manual_seed(1)
         inputs = torch.rand(batch, *shape, generator=gen)
         targets = torch.randint(0, 10, (batch,), generator=gen)
@@ -182,32 +204,44 @@ def training_memory(fn):
         measured.weights_saved = _weights_saved(model, inputs, targets)
         if not _a_number(answer):
             return failed(
-                f"For {name} your function returned {type(answer).__name__} {answer!r}: return a number of bytes "
-                "(an int or a float).",
-                ESTIMATE_HINT,
+                tr(
+                    "For {name} your function returned {kind} {answer!r}: return a number of bytes "
+                    "(an int or a float).",
+                    name=name,
+                    kind=type(answer).__name__,
+                    answer=answer,
+                ),
+                tr(ESTIMATE_HINT),
             )
         off = float(answer) / measured.total - 1
-        where = f"For {name} with {OPTIMIZER_WORDS[opt]}"
         if abs(off) > 0.10:
             hints = [
-                hint
+                tr(hint)
                 for guess, hint in MISTAKES.values()
                 if abs(guess(measured) / measured.total - 1) > 0.10 and abs(answer / guess(measured) - 1) <= 0.03
             ]
             if meta_pointers.calls and answer < measured.total:
-                hints = [META_POINTERS_HINT]
+                hints = [tr(META_POINTERS_HINT)]
             return failed(
-                f"{where} your estimate is {answer / MiB:.2f} MiB; a real step keeps {measured.total / MiB:.2f} MiB "
-                f"({off:+.0%}).\n{measured.table(names=('real step', ''))}",
-                " ".join(dict.fromkeys(hints)) or ESTIMATE_HINT,
+                tr(
+                    "For {name} with {optimizer} your estimate is {estimate:.2f} MiB; a real step keeps "
+                    "{real:.2f} MiB ({off:+.0%}).\n{table}",
+                    name=name,
+                    optimizer=tr(OPTIMIZER_WORDS[opt]),
+                    estimate=answer / MiB,
+                    real=measured.total / MiB,
+                    off=off,
+                    table=measured.table(names=("real step", "")),
+                ),
+                _sentences(dict.fromkeys(hints)) or tr(ESTIMATE_HINT),
             )
-        results.append(f"{name}: {off:+.1%}")
-    return passed(f"Every estimate within 10% of what a real step keeps ({'; '.join(results)}).")
+        results.append(tr("{name}: {off:+.1%}", name=name, off=off))
+    return passed(tr("Every estimate within 10% of what a real step keeps ({results}).", results=_list(results)))
 
 
 # ---------------------------------------------------------------- Exercise 2: the batch-size finder
 
-FINDER_HINT = (
+FINDER_HINT = tr_lazy(
     "Start at `start`; call try_batch(size) inside a try block and return the size if it works. If it ran out of "
     "memory (is_out_of_memory from section 4), halve the size with `//` once you are out of the except block, or "
     "re-raise the error when the size is already 1; let every other error through at once."
@@ -215,9 +249,12 @@ FINDER_HINT = (
 FINDER_MODEL_SIZES = [64, 512, 512, 10]
 MAX_CALLS = 40
 MACHINES = {
-    "cuda": ("a simulated CUDA GPU", "torch.OutOfMemoryError"),
-    "mps": ("a simulated Mac (MPS)", "a plain RuntimeError (MPS backend out of memory ...)"),
-    "cpu": ("a simulated CPU allocator", "a plain RuntimeError (DefaultCPUAllocator: can't allocate memory ...)"),
+    "cuda": (tr_lazy("a simulated CUDA GPU"), "torch.OutOfMemoryError"),
+    "mps": (tr_lazy("a simulated Mac (MPS)"), tr_lazy("a plain RuntimeError (MPS backend out of memory ...)")),
+    "cpu": (
+        tr_lazy("a simulated CPU allocator"),
+        tr_lazy("a plain RuntimeError (DefaultCPUAllocator: can't allocate memory ...)"),
+    ),
 }
 SHAPE_BUG = "mat1 and mat2 shapes cannot be multiplied"
 
@@ -284,97 +321,151 @@ def _run_finder(fn, attempts: _Attempts, start: int):
 
 
 def _outcome(result, error) -> str:
-    return f"returned {result!r}" if error is None else f"raised {type(error).__name__}"
+    """What the learner's function did, as the end of a sentence: "returned 64", "raised ValueError"."""
+    if error is None:
+        return tr("returned {result!r}", result=result)
+    return tr("raised {error_type}", error_type=type(error).__name__)
 
 
 def _judge_run(fn, backend: str, capacity: int, start: int, expected: int, tried_log: list):
     """Feedback if ``fn`` gets the largest batch that fits wrong on this simulated device, else None."""
-    machine, raised = MACHINES[backend]
+    machine, raised = (tr(words) for words in MACHINES[backend])
     attempts = _Attempts(capacity, backend=backend)
     result, error = _run_finder(fn, attempts, start)
     tried_log.append(attempts.sizes)
-    tried = f"(tried: {attempts.sizes})"
+    tried = tr("(tried: {sizes})", sizes=attempts.sizes)
     if isinstance(error, _TooManyCalls):
-        return failed(f"Your function called try_batch more than {MAX_CALLS} times.", FINDER_HINT)
+        return failed(tr("Your function called try_batch more than {calls} times.", calls=MAX_CALLS), tr(FINDER_HINT))
     if isinstance(error, NotImplementedError) and not str(error):
         return failed(NOT_WRITTEN)
     odd = [size for size in attempts.sizes if not _is_whole(size)]
     if odd:
         return failed(
-            f"Your function passed try_batch a batch size of {odd[0]!r} ({type(odd[0]).__name__}) {tried}, and "
-            f"then {_outcome(result, error)}.",
-            "A batch size is a whole number: `/` divides into a float (256 / 2 == 128.0), and tensor shapes "
-            "refuse floats with a TypeError. Halve with `//`.",
+            tr(
+                "Your function passed try_batch a batch size of {size!r} ({kind}) {tried}, and then {outcome}.",
+                size=odd[0],
+                kind=type(odd[0]).__name__,
+                tried=tried,
+                outcome=_outcome(result, error),
+            ),
+            tr(
+                "A batch size is a whole number: `/` divides into a float (256 / 2 == 128.0), and tensor shapes "
+                "refuse floats with a TypeError. Halve with `//`."
+            ),
         )
     if 0 in attempts.sizes:
-        return failed("Your function tried a batch of 0: never go below 1.", FINDER_HINT)
+        return failed(tr("Your function tried a batch of 0: never go below 1."), tr(FINDER_HINT))
     if (error is not None or result != expected) and expected in attempts.sizes and (result or 0) < expected:
-        message = (
-            f"On {machine} a batch of {expected} fits when nothing else is held, but your function tried it and "
-            f"failed {tried}: the failed attempt's tensors were still alive."
+        message = tr(
+            "On {machine} a batch of {expected} fits when nothing else is held, but your function tried it and "
+            "failed {tried}: the failed attempt's tensors were still alive.",
+            machine=machine,
+            expected=expected,
+            tried=tried,
         )
         if expected in attempts.inside_except:
             return failed(
                 message,
-                "Your function retried from inside an `except` block, where the error's traceback still holds "
-                "the failed step's frames and their tensors. Leave the except block first (set a flag, or `pass`), "
-                "then retry; on a GPU also hand the cache back (torch.cuda.empty_cache()).",
+                tr(
+                    "Your function retried from inside an `except` block, where the error's traceback still holds "
+                    "the failed step's frames and their tensors. Leave the except block first (set a flag, or `pass`), "
+                    "then retry; on a GPU also hand the cache back (torch.cuda.empty_cache())."
+                ),
             )
         return failed(
             message,
-            "Your function retried outside the except block, but it kept the error object (`err = e`, a list "
-            "of errors, an attribute): its __traceback__ holds the failed step's frames and their tensors. Keep "
-            "str(err) if you need the text, or drop the reference (`err = None`) before the next try; to raise "
-            "the last error again, use a bare `raise` inside the except block.",
+            tr(
+                "Your function retried outside the except block, but it kept the error object (`err = e`, a list "
+                "of errors, an attribute): its __traceback__ holds the failed step's frames and their tensors. "
+                "Keep str(err) if you need the text, or drop the reference (`err = None`) before the next try; to "
+                "raise the last error again, use a bare `raise` inside the except block."
+            ),
         )
     if error is not None and is_out_of_memory(error):
         if backend == "cuda":
             return failed(
-                f"On {machine} where a batch of {expected} fits, your function let an out-of-memory error "
-                f"through {tried}.",
-                "Catch the out-of-memory error around try_batch(size) and try half the size.",
+                tr(
+                    "On {machine} where a batch of {expected} fits, your function let an out-of-memory error "
+                    "through {tried}.",
+                    machine=machine,
+                    expected=expected,
+                    tried=tried,
+                ),
+                tr("Catch the out-of-memory error around try_batch(size) and try half the size."),
             )
         return failed(
-            f"On {machine} where a batch of {expected} fits, out of memory is {raised}, not "
-            f"torch.OutOfMemoryError, and your function let it through {tried}.",
-            "torch.OutOfMemoryError is CUDA's error only. MPS and the CPU allocator raise a plain RuntimeError "
-            "worded their own way: catch RuntimeError, retry when is_out_of_memory(err) (section 4) says it is "
-            "out of memory, and re-raise every other RuntimeError at once.",
+            tr(
+                "On {machine} where a batch of {expected} fits, out of memory is {raised}, not "
+                "torch.OutOfMemoryError, and your function let it through {tried}.",
+                machine=machine,
+                expected=expected,
+                raised=raised,
+                tried=tried,
+            ),
+            tr(
+                "torch.OutOfMemoryError is CUDA's error only. MPS and the CPU allocator raise a plain RuntimeError "
+                "worded their own way: catch RuntimeError, retry when is_out_of_memory(err) (section 4) says it is "
+                "out of memory, and re-raise every other RuntimeError at once."
+            ),
         )
     if error is not None:
         return failed(
-            f"On {machine} your function raised {type(error).__name__}: {_first_line(error)} {tried}.", FINDER_HINT
+            tr(
+                "On {machine} your function raised {error_type}: {error} {tried}.",
+                machine=machine,
+                error_type=type(error).__name__,
+                error=_first_line(error),
+                tried=tried,
+            ),
+            tr(FINDER_HINT),
         )
     if result != expected:
         return failed(
-            f"On {machine} with room for a batch of {expected}, your function returned {result!r} {tried}; the "
-            f"largest of {start}, {start // 2}, ... that fits is {expected}.",
-            FINDER_HINT,
+            tr(
+                "On {machine} with room for a batch of {expected}, your function returned {result!r} {tried}; the "
+                "largest of {start}, {half}, ... that fits is {expected}.",
+                machine=machine,
+                expected=expected,
+                result=result,
+                tried=tried,
+                start=start,
+                half=start // 2,
+            ),
+            tr(FINDER_HINT),
         )
     return None
 
 
 def _judge_nothing_fits(fn, backend: str, start: int):
-    machine, raised = MACHINES[backend]
+    machine = tr(MACHINES[backend][0])
     tiny = _Attempts(capacity=64 * 1024, backend=backend)
     result, error = _run_finder(fn, tiny, start)
     if isinstance(error, _TooManyCalls):
-        return failed(f"When nothing fits, your function called try_batch more than {MAX_CALLS} times.", FINDER_HINT)
+        return failed(
+            tr("When nothing fits, your function called try_batch more than {calls} times.", calls=MAX_CALLS),
+            tr(FINDER_HINT),
+        )
     if 0 in tiny.sizes:
-        return failed("When nothing fits, your function tried a batch of 0: stop at 1.", FINDER_HINT)
+        return failed(tr("When nothing fits, your function tried a batch of 0: stop at 1."), tr(FINDER_HINT))
     if error is None or not is_out_of_memory(error):
         return failed(
-            f"On {machine} where not even a batch of 1 fits, your function {_outcome(result, error)} "
-            f"(tried: {tiny.sizes}).",
-            "When even a batch of 1 does not fit, raise the out-of-memory error again (a bare `raise` in the except "
-            "block): no batch size can help, and the caller must know.",
+            tr(
+                "On {machine} where not even a batch of 1 fits, your function {outcome} (tried: {sizes}).",
+                machine=machine,
+                outcome=_outcome(result, error),
+                sizes=tiny.sizes,
+            ),
+            tr(
+                "When even a batch of 1 does not fit, raise the out-of-memory error again (a bare `raise` in the "
+                "except block): no batch size can help, and the caller must know."
+            ),
         )
     return None
 
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
+    return text.splitlines()[0] if text else tr("(no message)")
 
 
 @exercise_check
@@ -397,36 +488,52 @@ def batch_finder(fn):
     result, error = _run_finder(fn, buggy, start)
     if not isinstance(error, ValueError) or len(buggy.sizes) != 1:
         return failed(
-            f"A try_batch with a bug (it raises ValueError) was tried at {buggy.sizes} and your function "
-            f"{_outcome(result, error)}: a real bug was retried as if it were out of memory.",
-            "Retry only after an out-of-memory error. Catching Exception (or everything) halves away every bug.",
+            tr(
+                "A try_batch with a bug (it raises ValueError) was tried at {sizes} and your function "
+                "{outcome}: a real bug was retried as if it were out of memory.",
+                sizes=buggy.sizes,
+                outcome=_outcome(result, error),
+            ),
+            tr("Retry only after an out-of-memory error. Catching Exception (or everything) halves away every bug."),
         )
     shape = _Attempts(capacity, bug="shape")
     result, error = _run_finder(fn, shape, start)
     if not (isinstance(error, RuntimeError) and SHAPE_BUG in str(error)) or len(shape.sizes) != 1:
         return failed(
-            f"A try_batch with a shape bug (RuntimeError: {SHAPE_BUG} ...) was tried at {shape.sizes} and your "
-            f"function {_outcome(result, error)}: the bug was taken for out of memory.",
-            "Out-of-memory errors are RuntimeErrors (torch.OutOfMemoryError is a subclass), but so is almost every "
-            "bug in a training step: shapes, devices, dtypes. Catch RuntimeError only to look at it: retry when "
-            "is_out_of_memory(err) (section 4) says it is out of memory, re-raise anything else at once.",
+            tr(
+                "A try_batch with a shape bug (RuntimeError: {bug} ...) was tried at {sizes} and your "
+                "function {outcome}: the bug was taken for out of memory.",
+                bug=SHAPE_BUG,
+                sizes=shape.sizes,
+                outcome=_outcome(result, error),
+            ),
+            tr(
+                "Out-of-memory errors are RuntimeErrors (torch.OutOfMemoryError is a subclass), but so is almost "
+                "every bug in a training step: shapes, devices, dtypes. Catch RuntimeError only to look at it: retry "
+                "when is_out_of_memory(err) (section 4) says it is out of memory, re-raise anything else at once."
+            ),
         )
     return passed(
-        f"Largest batch that fits in {capacity // MiB} MiB: {expected} (tried {tried[0]}) "
-        "on a simulated CUDA GPU, a Mac and a CPU allocator; out of memory at 1 raised; a ValueError and a "
-        "RuntimeError shape bug passed through at once."
+        tr(
+            "Largest batch that fits in {mib} MiB: {expected} (tried {tried}) "
+            "on a simulated CUDA GPU, a Mac and a CPU allocator; out of memory at 1 raised; a ValueError and a "
+            "RuntimeError shape bug passed through at once.",
+            mib=capacity // MiB,
+            expected=expected,
+            tried=tried[0],
+        )
     )
 
 
 # ---------------------------------------------------------------- Exercise 3: gradient accumulation
 
-ACCUMULATE_HINT = (
+ACCUMULATE_HINT = tr_lazy(
     "Clear the gradients once before the micro-batches; give each micro-batch its own forward and backward pass, "
     "with its loss weighted so that the micro-batches together count as the whole batch (backward() adds into "
     ".grad); step the optimizer once, after the last micro-batch."
 )
 ACCUMULATE_SEE = "Gradient accumulation"
-ACCUMULATE_MORE = (
+ACCUMULATE_MORE = tr_lazy(
     "The loss is a mean over its own batch. Compare, on a small example, the .grad of one backward pass on the "
     "whole batch with the sum of the .grad of several backward passes on equal pieces of it: what factor turns "
     "the second into the first? torch.Tensor.chunk splits a tensor into equal pieces along dimension 0."
@@ -464,12 +571,17 @@ def _variant(kind: str, micro: int):
 
 
 ACCUMULATION_MISTAKES = {
-    "no divide": "Your gradients are micro_batches times too large: divide each micro-batch's loss by the number "
-    "of micro-batches (the loss is a mean over its own micro-batch).",
-    "zero inside": "Only the last micro-batch's gradient is left: zero the gradients once, before the loop, not "
-    "for each micro-batch.",
-    "step inside": "Your code steps the optimizer after every micro-batch: accumulate all of them, then one "
-    "optimizer.step().",
+    "no divide": tr_lazy(
+        "Your gradients are micro_batches times too large: divide each micro-batch's loss by the number "
+        "of micro-batches (the loss is a mean over its own micro-batch)."
+    ),
+    "zero inside": tr_lazy(
+        "Only the last micro-batch's gradient is left: zero the gradients once, before the loop, not "
+        "for each micro-batch."
+    ),
+    "step inside": tr_lazy(
+        "Your code steps the optimizer after every micro-batch: accumulate all of them, then one optimizer.step()."
+    ),
 }
 
 
@@ -498,29 +610,61 @@ def accumulation(fn):
         for kind, hint in ACCUMULATION_MISTAKES.items():
             if _same(got, _variant(kind, micro)):
                 return failed(
-                    "After your step the weights differ from one step on the whole batch.",
-                    hint,
-                    more=ACCUMULATE_MORE,
+                    tr("After your step the weights differ from one step on the whole batch."),
+                    tr(hint),
+                    more=tr(ACCUMULATE_MORE),
                     see=ACCUMULATE_SEE,
                 )
         return failed(
-            "After your step the weights differ from one step on the whole batch.",
-            ACCUMULATE_HINT,
-            more=ACCUMULATE_MORE,
+            tr("After your step the weights differ from one step on the whole batch."),
+            tr(ACCUMULATE_HINT),
+            more=tr(ACCUMULATE_MORE),
             see=ACCUMULATE_SEE,
         )
     if live.peak > 0.6 * whole.peak:
         return failed(
-            f"The weights are right, but your step's peak memory ({live.peak / MiB:.1f} MiB) is that of the whole "
-            f"batch at once ({whole.peak / MiB:.1f} MiB): the batch was not split.",
-            "Only one micro-batch's activations may be alive at a time: each micro-batch's backward pass has to run "
-            "before the next micro-batch's forward pass. A single backward() on the whole batch, or on a sum of "
-            "the micro-batches' losses, keeps every activation until the end.",
-            more="The forward pass saves activations for the backward pass, which frees them as it uses them. "
-            "The section's cell measures both peaks with LiveBytes; measure your step the same way.",
+            tr(
+                "The weights are right, but your step's peak memory ({peak:.1f} MiB) is that of the whole "
+                "batch at once ({whole:.1f} MiB): the batch was not split.",
+                peak=live.peak / MiB,
+                whole=whole.peak / MiB,
+            ),
+            tr(
+                "Only one micro-batch's activations may be alive at a time: each micro-batch's backward pass has to "
+                "run before the next micro-batch's forward pass. A single backward() on the whole batch, or on a sum "
+                "of the micro-batches' losses, keeps every activation until the end."
+            ),
+            more=tr(
+                "The forward pass saves activations for the backward pass, which frees them as it uses them. "
+                "The section's cell measures both peaks with LiveBytes; measure your step the same way."
+            ),
             see=ACCUMULATE_SEE,
         )
     return passed(
-        f"The same weights as one step on the whole batch, with a peak of {live.peak / MiB:.1f} MiB instead of "
-        f"{whole.peak / MiB:.1f} MiB."
+        tr(
+            "The same weights as one step on the whole batch, with a peak of {peak:.1f} MiB instead of "
+            "{whole:.1f} MiB.",
+            peak=live.peak / MiB,
+            whole=whole.peak / MiB,
+        )
     )
+
+
+# The exercises as the could-not-be-checked hint states them (each check's docstring: helpers.exercises.statement).
+STATEMENTS = (
+    tr_lazy(
+        "`fn(model, inputs, targets, optimizer_name)` returns the bytes one training step keeps (parameters, "
+        "gradients, optimizer state, saved activations, batch), within 10% of what a real step keeps; "
+        '`optimizer_name` is `"sgd"`, `"sgd_momentum"` or `"adam"`; the loss is cross-entropy.'
+    ),
+    tr_lazy(
+        "`fn(try_batch, start)` returns the largest of `start, start // 2, ..., 1` for which `try_batch(size)` does "
+        "not run out of memory, on any device (CUDA's `torch.OutOfMemoryError`, the CPU allocator's or MPS's "
+        "`RuntimeError`); every other error passes through at once; if even 1 does not fit, the out-of-memory error "
+        "is raised."
+    ),
+    tr_lazy(
+        "`fn(model, loss_fn, optimizer, imgs, targets, micro_batches)`: one optimizer step from the gradient of the "
+        "whole batch, computed `micro_batches` pieces at a time (the batch size divides evenly)."
+    ),
+)
