@@ -4,7 +4,8 @@ A guide names the lesson's parts in a syntax this test reads:
 
 - a section of the lesson: ``§[heading]``, the heading's text exactly as the notebook writes it, without
   its ``#`` marks (e.g. ``§[2. Is there a usable CUDA GPU?]``); brackets inside it must pair, one level deep;
-- an exercise check: ``check.NAME``, as the notebook's check cell calls it (e.g. ``check.gpu_inventory``);
+- an exercise check: ``check.NAME``, as the notebook's check cell calls it (e.g. ``check.gpu_inventory``); written
+  ``Exercise N (`check.NAME`)``, N must be that exercise's number in the lesson;
 - an entry of the error clinic: ``[clinic: KEY]``, a key of ``helpers.known_errors.KNOWN_ERRORS``.
 
 Each guide has the six sections below (``## `` headings) and two plans, ``### 45-minute plan`` and
@@ -36,6 +37,7 @@ PLANS = {"45-minute plan": 45, "90-minute plan": 90}
 SECTION_REF = re.compile(r"§\[((?:[^\[\]]|\[[^\[\]]*\])+)\]")  # a heading may hold [...] once, e.g. ([1, 2])
 CHECK_REF = re.compile(r"\bcheck\.(\w+)")
 CLINIC_REF = re.compile(r"\[clinic: ([^\]]+)\]")
+EXERCISE_REF = re.compile(r"Exercise (\d+) \(`check\.(\w+)`\)")
 
 
 def guide_path(lesson: Path, guides: Path = GUIDES) -> Path:
@@ -59,6 +61,17 @@ def notebook_headings(notebook: Path) -> set[str]:
             elif not fenced and (m := re.match(r"^#{1,6} (.+?)\s*$", line)):
                 headings.add(m.group(1))
     return headings
+
+
+def exercise_order(notebook: Path, checks: set[str]) -> list[str]:
+    """The lesson's exercise checks in the order its check cells call them: Exercise 1's first."""
+    order = []
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "code":
+            for name in re.findall(r"\bcheck\.(\w+)\(", "".join(cell["source"])):
+                if name in checks and name not in order:
+                    order.append(name)
+    return order
 
 
 def check_module(lesson: Path):
@@ -112,6 +125,12 @@ def guide_problems(text: str, notebook: Path, checks: set[str], clinic_keys: set
     problems += [
         f"check.{c} is not an exercise check of {notebook.name}" for c in sorted(set(CHECK_REF.findall(text)) - checks)
     ]
+    order = exercise_order(notebook, checks)
+    problems += [
+        f"Exercise {n} is check.{name} in the guide, but not in {notebook.name}"
+        for n, name in sorted(set(EXERCISE_REF.findall(text)))
+        if name in checks and (int(n) > len(order) or order[int(n) - 1] != name)
+    ]
     problems += [
         f"[clinic: {k}] is not a key of the clinic" for k in sorted(set(CLINIC_REF.findall(text)) - clinic_keys)
     ]
@@ -145,12 +164,12 @@ GOOD = """# Guide
 ### 45-minute plan
 | Minutes | Present | Live-code | Learners do | Skip |
 | --- | --- | --- | --- | --- |
-| 40 | §[1. First] | the first cell | Exercise 1 (check.ex_one) | §[Going deeper: more] |
+| 40 | §[1. First] | the first cell | Exercise 1 (`check.ex_one`) | §[Going deeper: more] |
 | 5 | wrap up | | | |
 ### 90-minute plan
 | Minutes | Present | Live-code | Learners do | Skip |
 | --- | --- | --- | --- | --- |
-| 90 | §[1. First] | | Exercise 1 (check.ex_one) | |
+| 90 | §[1. First] | | Exercise 1 (`check.ex_one`) | |
 ## Misconceptions
 1. Something, corrected by §[1. First], §[2. `f([1, 2])`] and [clinic: same-device].
 ## Questions for the room
@@ -165,13 +184,14 @@ def tiny_lesson(tmp_path):
     cells = [
         {"cell_type": "markdown", "metadata": {}, "source": ["# 07 · Tiny\n", "## 1. First\n", "## 2. `f([1, 2])`"]},
         {"cell_type": "markdown", "metadata": {}, "source": ["### Going deeper: more\n", "```\n", "# Fenced\n", "```"]},
+        {"cell_type": "code", "metadata": {}, "source": ["ok = check.ex_one(f)\n", "ok = check.ex_two(g)"]},
     ]
     notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     return notebook
 
 
 def problems_of(text, notebook):
-    return guide_problems(text, notebook, {"ex_one"}, {"same-device"})
+    return guide_problems(text, notebook, {"ex_one", "ex_two"}, {"same-device"})
 
 
 def test_a_good_guide_passes(tiny_lesson):
@@ -188,7 +208,17 @@ def test_a_good_guide_passes(tiny_lesson):
         ("| 40 | §[1. First]", "| 40 | §[1. Frist]", "§[1. Frist] is not a heading of 07_tiny.ipynb"),
         ("§[2. `f([1, 2])`]", "§[2. `f([1, 3])`]", "§[2. `f([1, 3])`] is not a heading of 07_tiny.ipynb"),
         ("§[Going deeper: more]", "§[Fenced]", "§[Fenced] is not a heading of 07_tiny.ipynb"),
-        ("(check.ex_one) | §", "(check.ex_two) | §", "check.ex_two is not an exercise check of 07_tiny.ipynb"),
+        ("(`check.ex_one`) | §", "(`check.ex_three`) | §", "check.ex_three is not an exercise check of 07_tiny.ipynb"),
+        (
+            "Exercise 1 (`check.ex_one`) | §",
+            "Exercise 1 (`check.ex_two`) | §",
+            "Exercise 1 is check.ex_two in the guide",
+        ),
+        (
+            "Exercise 1 (`check.ex_one`) | |",
+            "Exercise 3 (`check.ex_one`) | |",
+            "Exercise 3 is check.ex_one in the guide",
+        ),
         ("[clinic: same-device]", "[clinic: mixed-devices]", "[clinic: mixed-devices] is not a key of the clinic"),
     ],
 )
