@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from helpers.config import DEVICE_ENV
-from helpers.i18n import tr, tr_lazy
+from helpers.i18n import columns, tr, tr_lazy
 
 Status = Literal["OK", "WARN", "FAIL"]
 DESCRIPTION = tr_lazy("Device doctor: ``python -m helpers.doctor`` says whether the course can run here, and on what.")
@@ -1060,19 +1060,12 @@ def _topic(topic: str) -> str:
     return tr(topic) if topic in TOPICS else topic
 
 
-def _columns(text: str) -> int:
-    """Columns ``text`` takes in a terminal (a Chinese character takes two)."""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 def render(checks: list[Check]) -> str:
     """``[OK]   topic: detail`` lines; a fix (or tip) indented under its line."""
     lines = []
     for check in checks:
         label = tr(STATUS_LABELS[check.status])
-        pad = " " * max(1, 7 - _columns(label))
+        pad = " " * max(1, 7 - columns(label))
         lines.append(
             tr("{status}{pad}{topic}: {detail}", status=label, pad=pad, topic=_topic(check.topic), detail=check.detail)
         )

@@ -20,6 +20,7 @@ import ast
 import functools
 import locale
 import os
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -126,6 +127,11 @@ def tr(message: str, /, **fields) -> str:
         return text.format(**fields)
     except (KeyError, IndexError, ValueError):  # a broken translation: the English is still right
         return message.format(**fields)
+
+
+def columns(text: str) -> int:
+    """Columns ``text`` takes in a terminal or a notebook's output: a Chinese character or full-width sign takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def tr_lazy(message: str, /) -> str:

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 import textwrap
-import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from helpers.i18n import tr, tr_lazy
+from helpers.i18n import columns, tr, tr_lazy
 
 DOCTOR = "python -m helpers.doctor"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes in pasted tracebacks (and in some torch messages)
@@ -768,11 +767,6 @@ CLOSING = "，。：；？！）、”’》」』"  # Chinese punctuation a lin
 OPENING = "（“‘《「『"  # ... nor ends with
 
 
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: a Chinese character or full-width sign takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
 def fill(text: str, width: int = 100, indent: str = "  ") -> str:
     """``textwrap.fill`` for the notes; Chinese text may break between any two characters (never inside a word
     of code or English, never before closing punctuation), and its characters count as two columns."""
@@ -788,7 +782,7 @@ def fill(text: str, width: int = 100, indent: str = "  ") -> str:
             units.append(unit)
     lines, line = [], ""
     for unit in units:
-        if line.strip() and not unit.isspace() and _width(line + unit) > width:
+        if line.strip() and not unit.isspace() and columns(line + unit) > width:
             lines.append(line.rstrip())
             line = indent
         if unit.isspace() and line.isspace():

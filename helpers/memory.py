@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from helpers.i18n import columns, tr, tr_lazy
+
 OPTIMIZER_COPIES = {"sgd": 0, "sgd_momentum": 1, "adam": 2, "adamw": 2}
 """How many tensors the size of the parameters an optimizer keeps (per trainable parameter)."""
 
@@ -57,6 +59,21 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} bytes"  # as CUDA and MPS word sizes under 1 KiB
 
 
+ROW_LABELS = {
+    "parameters": tr_lazy("parameters"),
+    "gradients": tr_lazy("gradients"),
+    "optimizer_state": tr_lazy("optimizer state"),
+    "activations": tr_lazy("activations"),
+    "batch": tr_lazy("batch"),
+    "total": tr_lazy("total"),
+}
+COLUMN_NAMES = (tr_lazy("estimate"), tr_lazy("measured"), tr_lazy("real step"))  # the tables' column headings
+
+
+def _right(text: str, width: int) -> str:
+    return " " * max(0, width - columns(text)) + text
+
+
 @dataclass(frozen=True)
 class TrainingMemory:
     """Bytes a training step keeps, by kind."""
@@ -72,11 +89,13 @@ class TrainingMemory:
         return self.parameters + self.gradients + self.optimizer_state + self.activations + self.batch
 
     def table(self, other: TrainingMemory | None = None, names: tuple[str, str] = ("estimate", "measured")) -> str:
-        """An aligned table in MiB; with ``other``, two columns side by side."""
-        head = f"{'':<16}{names[0]:>12}" + (f"{names[1]:>12}" if other else "")
+        """An aligned table in MiB; with ``other``, two columns side by side. Labels in the course's language."""
+        names = tuple(tr(n) if n else n for n in names)
+        head = " " * 16 + _right(names[0], 12) + (_right(names[1], 12) if other else "")
         rows = [head]
         for f in [*(f.name for f in fields(self)), "total"]:
-            row = f"{f.replace('_', ' '):<16}{getattr(self, f) / MiB:>8.2f} MiB"
+            label = tr(ROW_LABELS[f])
+            row = f"{label}{' ' * max(1, 16 - columns(label))}{getattr(self, f) / MiB:>8.2f} MiB"
             if other is not None:
                 row += f"{getattr(other, f) / MiB:>8.2f} MiB"
             rows.append(row)

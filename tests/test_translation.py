@@ -235,3 +235,15 @@ def test_chinese_readme_is_linked_first_and_its_links_and_minutes_hold():
         )
         assert found and found.groups() == (essentials, whole), number
         assert url == course.colab_url(translate.zh_path(english))
+
+
+def test_memory_table_speaks_chinese_and_stays_aligned(monkeypatch):
+    """Notebook 07's estimate table (and its check's feedback): Chinese labels, columns aligned by display width."""
+    from helpers.memory import TrainingMemory
+
+    memory = TrainingMemory(1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20)
+    english = memory.table(memory).splitlines()
+    monkeypatch.setenv("COURSE_LANG", "zh-CN")
+    chinese = memory.table(memory).splitlines()
+    assert chinese[1].startswith("参数") and chinese[-1].startswith("合计") and "估算" in chinese[0]
+    assert [i18n.columns(line) for line in chinese] == [len(line) for line in english]

@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 from helpers import doctor, known_errors, simulate
 from helpers.doctor import diagnose, render
-from helpers.i18n import tr
+from helpers.i18n import columns, tr
 from helpers.known_errors import KNOWN_ERRORS
 from tests.test_doctor import GPU_BOX, GPU_UNSEEN, LAPTOP, by_topic
 from tools import course
@@ -46,10 +46,6 @@ def run_doctor(*args: str, lang: str, stdin: str | None = None) -> subprocess.Co
         timeout=300,
         check=False,
     )
-
-
-def columns(line: str) -> int:
-    return known_errors._width(line)
 
 
 # --- the doctor -------------------------------------------------------------------------------------------------------
