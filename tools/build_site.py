@@ -15,8 +15,8 @@ three buttons (open in Colab, download the notebook, view its source), links to 
 Colab pointed at their pages, a label on each numbered section (``lessonNN-section-N``, which the error
 index links to), and frozen progress-bar widgets left out. Pages generated here: the lesson table of the
 landing page (titles and minutes from each title cell) and the index of known device errors
-(``helpers/known_errors.py``). The sources in ``site/`` (configuration, landing page, templates) are
-copied beside them.
+(``helpers/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are. The
+sources in ``site/`` (configuration, landing page, templates) are copied beside them.
 """
 
 from __future__ import annotations
@@ -368,6 +368,8 @@ def stage(lang: str = ENGLISH) -> None:
         for page in translate.site_pages():
             table = translate.translations(translate.page_source(page).catalog)
             (src / page.name).write_text(translate.translate_markdown(page.read_text(encoding="utf-8"), table))
+    guides = course.NOTEBOOKS / "guides"  # the teacher's guides, in English in both editions
+    shutil.copytree(guides, src / course.repo_path(guides))
     labels = set()
     for path in course.all_notebooks():
         target = src / course.repo_path(path)
@@ -392,13 +394,18 @@ def build(jobs: str = "auto", quiet: bool = True) -> Path:
         shutil.rmtree(old, ignore_errors=True)
     for lang in LANGUAGES:
         stage(lang)
+        # Built beside the English site, then moved into it: myst-nb keeps its files next to the output folder
+        out = HTML if lang == ENGLISH else BUILD / f"html-{lang}"
+        shutil.rmtree(out, ignore_errors=True)
         args = ["-W", "--keep-going", "-b", "html", "-c", str(SITE), "-d", str(BUILD / "doctrees" / lang), "-j", jobs]
         with site_language(lang):
-            status = build_main([*args, *(["-q"] if quiet else []), str(source_dir(lang)), str(html_dir(lang))])
+            status = build_main([*args, *(["-q"] if quiet else []), str(source_dir(lang)), str(out)])
         if status:
             raise SystemExit(status)
         for path in course.all_notebooks():  # the download button: the notebook itself, as in the repository
-            shutil.copy2(published(path, lang), html_dir(lang) / course.repo_path(path))
+            shutil.copy2(published(path, lang), out / course.repo_path(path))
+        if out != html_dir(lang):
+            shutil.move(out, html_dir(lang))
     return HTML / "index.html"
 
 
