@@ -1,8 +1,7 @@
 """Slides from the same notebooks: every cell of every notebook carries ``slideshow.slide_type``, by rule.
 
-    python tools/slides.py                   # apply the slide rule to every notebook (python tools/cell_tags.py
-                                             # does it too), in place
-    python tools/slides.py --check           # name the cells without their slide type; exit 1 if any
+    python tools/slides.py                   # apply the slide rule (with the cell tags: python tools/cell_tags.py)
+    python tools/slides.py --check           # name the cells without their slide type (or tags); exit 1 if any
     python tools/slides.py export NOTEBOOK... --out DIR   # static HTML slides that open without network
 
 Present live (``pip install -e ".[teach]"``): open a notebook in JupyterLab and press Alt+R (or the toolbar's
@@ -45,7 +44,7 @@ if __package__ in (None, ""):
 
 import nbformat
 
-from tools import cell_tags, course
+from tools import cell_tags
 
 SLIDE, SUBSLIDE, FRAGMENT, CONTINUE, SKIP = "slide", "subslide", "fragment", "-", "skip"
 RISE = {  # jupyterlab-rise's notebook-level options (its settings schema names them)
@@ -197,23 +196,7 @@ def main(argv: list[str]) -> int:
         for made in export(args.notebooks, args.out):
             print(f"wrote {made}")
         return 0
-    check = "--check" in argv
-    found = []
-    for path in course.all_notebooks():
-        nb = nbformat.read(path, as_version=4)
-        if check:
-            found += problems(nb, course.repo_path(path))
-            continue
-        before = nbformat.writes(nb)
-        apply(nb)
-        if nbformat.writes(nb) != before:
-            nbformat.write(nb, path)
-            print(f"rewrote {course.repo_path(path)}")
-    for line in found:
-        print(line)
-    if found:
-        print("Run: python tools/slides.py")
-    return 1 if found else 0
+    return cell_tags.main(argv)  # the slide rule is part of the cell-tag convention: one pass applies (or checks) both
 
 
 if __name__ == "__main__":
