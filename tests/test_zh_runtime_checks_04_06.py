@@ -9,7 +9,6 @@ more raise a real PyTorch error, to show that its text reaches the learner untra
 from __future__ import annotations
 
 import re
-import string
 from pathlib import Path
 
 import pytest
@@ -24,26 +23,16 @@ from helpers.devices import pick_device
 from helpers.exercises import ex04_modules, ex05_training, ex06_speed, heading, statement
 from helpers.i18n import tr
 from helpers.sync_recorder import CPU_INDICES, record_syncs
-from tools.translate import runtime_messages
+from tools.translate import message_prose
 
 MODULES = (ex04_modules, ex05_training, ex06_speed)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 SHAPES = "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"  # PyTorch's own words, on every torch
 
 
-def _english_prose() -> set[str]:
-    """The English between the fields of every message these modules translate (long enough to be prose)."""
-    prose = set()
-    for module in (*MODULES, sync_recorder):
-        for english, *_ in runtime_messages(Path(module.__file__)):
-            for literal, *_ in string.Formatter().parse(english):
-                literal = literal.strip()
-                if len(literal) >= 20 and " " in literal:
-                    prose.add(literal)
-    return prose
-
-
-ENGLISH = _english_prose()
+ENGLISH = set().union(
+    *(message_prose(Path(m.__file__)) for m in (*MODULES, sync_recorder))
+)  # English left means untranslated
 
 
 @pytest.fixture(autouse=True)

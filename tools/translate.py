@@ -219,6 +219,19 @@ def runtime_messages(module: Path) -> Iterator[tuple[str, str, int, bool]]:
             yield node.args[0].value, course.repo_path(module), node.lineno, bool(node.keywords)
 
 
+def message_prose(module: Path, shortest: int = 20) -> set[str]:
+    """The English between the fields of a module's messages, in pieces long enough to be prose: a Chinese message
+    that still contains one was not translated."""
+    from string import Formatter
+
+    return {
+        literal.strip()
+        for english, *_ in runtime_messages(module)
+        for literal, *_ in Formatter().parse(english)
+        if len(literal.strip()) >= shortest and " " in literal.strip()
+    }
+
+
 # --- the catalogs ----------------------------------------------------------------------------------------------------
 
 
