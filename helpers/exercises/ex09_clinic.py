@@ -45,6 +45,7 @@ from helpers.devices import pick_device
 from helpers.exercises import (
     NOT_WRITTEN,
     OTHER_DEVICE,
+    Feedback,
     call_learner,
     device_names,
     exercise_check,
@@ -329,6 +330,19 @@ def _model_problem(make_model):
     return None
 
 
+def _raised_in_training(device, error: BaseException, hint: str) -> Feedback:
+    """The verdict on a training exercise whose code raised: PyTorch's own message, untranslated, and ``hint``."""
+    return failed(
+        tr(
+            "Training on {device}, your code raised {error_type}: {error}",
+            device=device,
+            error_type=type(error).__name__,
+            error=error,
+        ),
+        hint,
+    )
+
+
 def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device) -> object:
     """Name the bug behind an error raised towards ``device`` (meta) under :class:`GpuRules`."""
     if _unwritten(error):
@@ -353,15 +367,7 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
             if "CUDA" in text or "NVIDIA" in text
             else tr(TRAIN_HINT)
         )
-        return failed(
-            tr(
-                "Training on {device}, your code raised {error_type}: {error}",
-                device=device,
-                error_type=type(error).__name__,
-                error=text,
-            ),
-            hint,
-        )
+        return _raised_in_training(device, error, hint)
     op, args, odd, main, stepping = rules.refusals[-1]
     where = module_devices(built.models[-1])
     if where != {device}:
@@ -537,15 +543,7 @@ def fixed_training(train, make_model=None) -> object:
     if error is not None:
         if _unwritten(error):
             return failed(NOT_WRITTEN)
-        return failed(
-            tr(
-                "Training on {device}, your code raised {error_type}: {error}",
-                device=device,
-                error_type=type(error).__name__,
-                error=error,
-            ),
-            tr(TRAIN_HINT),
-        )
+        return _raised_in_training(device, error, tr(TRAIN_HINT))
     problem = _floats_problem(losses, len(batches))
     if problem is not None:
         return problem
