@@ -19,9 +19,9 @@ Catalogs (``.po``, one per source), under ``locale/zh_CN/``:
   names a section by its heading).
 
 ``update`` works as gettext's ``msgmerge``: an entry whose English changed keeps its old translation, marked
-fuzzy (outdated) with the previous English beside it (``#| msgid``), until a translator updates it and removes
-the mark; the generated files use only translated, non-fuzzy entries (the English shows otherwise), and the
-tests fail while any entry is missing or fuzzy.
+fuzzy (outdated), until a translator updates it and removes the mark (``todo`` lists it with that
+translation; ``git diff`` of the English source shows what changed); the generated files use only translated,
+non-fuzzy entries (the English shows otherwise), and the tests fail while any entry is missing or fuzzy.
 
 A generated notebook is its English notebook with the markdown blocks and the comments translated, links to
 course notebooks pointed at their Chinese twins, and the setup cell's ``setup()`` made ``setup(lang="zh-CN")``
@@ -335,7 +335,8 @@ def po_bytes(catalog, source_name: str) -> bytes:
     catalog.last_translator = "pytorch-cpu-gpu-course"
     catalog.language_team = "zh-CN"
     buffer = io.BytesIO()
-    write_po(buffer, catalog, width=0, omit_header=False, ignore_obsolete=True, include_previous=True)
+    # no "#| msgid" previous English: Babel wraps it into lines that it then reads back as comments
+    write_po(buffer, catalog, width=0, omit_header=False, ignore_obsolete=True, include_previous=False)
     return buffer.getvalue()
 
 
@@ -552,15 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             if problem.kind == "stale":
                 continue
             entry = catalog.get(problem.english)
-            previous = entry.previous_id if entry is not None and entry.fuzzy else None
-            todo.append(
-                {
-                    "english": problem.english,
-                    "kind": problem.kind,
-                    "current": entry.string if entry else "",
-                    "previous_english": previous,
-                }
-            )
+            todo.append({"english": problem.english, "kind": problem.kind, "current": entry.string if entry else ""})
         json.dump(todo, sys.stdout, ensure_ascii=False, indent=1)
         print()
         return 0
