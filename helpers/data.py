@@ -351,8 +351,8 @@ def load_cifar10(
         data = synthetic(True, transform, reason="quick mode")
         if verbose:
             print(
-                f"Quick mode (--quick or COURSE_QUICK=1): using the {SYNTHETIC_NAME}; "
-                "run without them to train on CIFAR-10."
+                f"Quick mode (COURSE_QUICK=1): using the {SYNTHETIC_NAME}; "
+                "outside quick mode the course trains on CIFAR-10."
             )
         return data
     given = course_data_root(root)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers.i18n import tr, tr_lazy
+
 FIGURES_FILE = Path(__file__).with_name("gpu_figures.json")
 FIELDS = ("key", "what", "values", "printed", "gpu", "driver", "torch", "cuda", "date", "command")
 RECORD_COMMAND = "python tools/gpu_check.py --record"
-NOT_RECORDED = f"No GPU has recorded this figure for the course yet; `{RECORD_COMMAND}` on a GPU machine records it."
+NOT_RECORDED = tr_lazy("No GPU has recorded this figure for the course yet.")
 
 
 def load(path: Path | str | None = None) -> list[dict]:
@@ -38,9 +40,9 @@ def recorded(key: str, path: Path | str | None = None) -> dict | None:
 
 def label(record: dict) -> str:
     """'Recorded on NVIDIA H200, driver ..., torch ... (CUDA ...), 2026-11-30, by `command`'."""
-    return (
-        f"Recorded on {record['gpu']}, driver {record['driver']}, torch {record['torch']} (CUDA {record['cuda']}), "
-        f"{record['date']}, by `{record['command']}`"
+    return tr(
+        "Recorded on {gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, by `{command}`",
+        **{field: record[field] for field in ("gpu", "driver", "torch", "cuda", "date", "command")},
     )
 
 
@@ -48,11 +50,11 @@ def show_recorded(key: str, path: Path | str | None = None) -> dict | None:
     """Print what a GPU printed for ``key``, labelled as recorded, or that none has; returns the record."""
     record = recorded(key, path)
     if record is None:
-        print(NOT_RECORDED)
+        print(tr(NOT_RECORDED))
         return None
     print(label(record) + ":")
     for line in record["printed"].splitlines():
         print("    " + line)
     if record.get("note"):
-        print("Note: " + record["note"])
+        print(tr("Note: {note}", note=record["note"]))
     return record

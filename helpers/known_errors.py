@@ -172,10 +172,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "allocations' the rest of the GPU memory in use, 'max allowed' the limit PyTorch sets for MPS."
         ),
         fix=tr_lazy(
-            "Halve the batch size; keep the result with gradient accumulation or torch.autocast('mps', "
-            "dtype=torch.float16); keep no references to old batches or losses (loss.item() for logging); "
-            "torch.mps.empty_cache() returns cached blocks. Close other programs that use much memory. The limit is "
-            "MPS's own knob, PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
+            "Halve the batch size and keep the same effective batch with gradient accumulation; "
+            "torch.autocast('mps', dtype=torch.float16) cuts memory further (the numbers change slightly); keep no "
+            "references to old batches or losses (loss.item() for logging); torch.mps.empty_cache() returns cached "
+            "blocks. Close other programs that use much memory. The limit is MPS's own knob, "
+            "PYTORCH_MPS_HIGH_WATERMARK_RATIO, set before Python starts: 0.0 removes it, which lets "
             "macOS swap or freeze instead of raising this error."
         ),
         lesson=tr_lazy("notebook 07 (memory), section 4"),
@@ -195,9 +196,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "still hold memory."
         ),
         fix=tr_lazy(
-            "Halve the batch size; keep the result with gradient accumulation, mixed precision (torch.autocast) "
-            "or activation checkpointing; keep no references to old batches or losses (loss.item() for logging), "
-            "evaluate under torch.no_grad(). nvidia-smi shows other processes on the GPU."
+            "Halve the batch size and keep the same effective batch with gradient accumulation; activation "
+            "checkpointing or mixed precision (torch.autocast, the numbers change slightly) cut memory further; "
+            "keep no references to old batches or losses (loss.item() for logging), evaluate under "
+            "torch.no_grad(). nvidia-smi shows other processes on the GPU."
         ),
         lesson=tr_lazy("notebook 07 (memory)"),
     ),

@@ -38,7 +38,7 @@ def test_quick_mode_uses_the_synthetic_data_and_says_so(tiny, tmp_path, capsys):
     assert img.shape == (3, 32, 32) and img.dtype == torch.float32 and 0 <= img.min() and img.max() <= 1
     assert 0 <= label < 10
     out = capsys.readouterr().out
-    assert "Quick mode (--quick or COURSE_QUICK=1)" in out and "run without them" in out
+    assert "Quick mode (COURSE_QUICK=1)" in out and "outside quick mode" in out
     assert not any(tmp_path.iterdir())  # quick mode never downloads
 
 

@@ -90,7 +90,7 @@ def test_the_stored_outputs_show_what_the_data_file_holds():
             out = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o.get("name") == "stdout")
             for key in SHOW.findall(source):
                 record = gpu_figures.recorded(key)
-                expected = gpu_figures.label(record) if record else gpu_figures.NOT_RECORDED
+                expected = gpu_figures.label(record) if record else gpu_figures.NOT_RECORDED  # English: COURSE_LANG=en
                 assert expected in out, f"{path.name}: {key}: refresh with python tools/refresh_notebooks.py"
 
 
