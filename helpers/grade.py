@@ -337,7 +337,8 @@ def write_csv(results: list[Result], out: Path) -> None:
     header = ["file", "lesson", "status", "passed", "exercises"]
     for name in checks:
         header += [column(name), f"{column(name)} feedback"]
-    with open(out, "w", newline="", encoding="utf-8") as file:
+    # utf-8-sig: the byte-order mark tells Excel the file is UTF-8 (without it, Chinese feedback is garbled)
+    with open(out, "w", newline="", encoding="utf-8-sig") as file:
         writer = csv.writer(file)
         writer.writerow(header)
         for result in results:

@@ -1,5 +1,6 @@
 """`python -m helpers.grade FOLDER`: one CSV row per learner notebook, whatever the notebook does."""
 
+import codecs
 import copy
 import csv
 import hashlib
@@ -63,7 +64,9 @@ def graded(tmp_path_factory):
     before = snapshot(folder)
     out = base / "grades.csv"
     code = grade.main([str(folder), "--out", str(out), "--timeout", str(TIMEOUT_S), "--jobs", "2"])
-    return folder, before, out.read_bytes().decode("utf-8"), code  # as written: csv rows end in \r\n
+    raw = out.read_bytes()
+    assert raw.startswith(codecs.BOM_UTF8)  # Excel reads the file as UTF-8 (Chinese feedback) only with it
+    return folder, before, raw.decode("utf-8-sig"), code  # as written: csv rows end in \r\n
 
 
 def pass_message(source: str, name: str, capsys) -> str:
@@ -153,7 +156,8 @@ def test_files_that_are_no_lesson_get_a_status_and_are_not_run(tmp_path):
         ("c.ipynb", "not a notebook: not a text file"),
         ("d.ipynb", "not a notebook: JSON without a list of cells"),
     ]
-    assert (tmp_path / "out.csv").read_text().splitlines()[0] == "file,lesson,status,passed,exercises"
+    header = (tmp_path / "out.csv").read_text(encoding="utf-8-sig").splitlines()[0]
+    assert header == "file,lesson,status,passed,exercises"
 
 
 def test_columns_of_several_lessons_and_the_last_verdict_counts(tmp_path):
@@ -162,7 +166,7 @@ def test_columns_of_several_lessons_and_the_last_verdict_counts(tmp_path):
                                                                   ("ex01_cuda.move_to", True, "Yes.")]))  # fmt: skip
     zero = grade.Result("b.ipynb", "ex00_prerequisites", exercises=grade.exercises_of("ex00_prerequisites"))
     grade.write_csv([one, zero], tmp_path / "out.csv")
-    rows = list(csv.DictReader((tmp_path / "out.csv").open(newline="")))
+    rows = list(csv.DictReader((tmp_path / "out.csv").open(newline="", encoding="utf-8-sig")))
     assert list(rows[0])[5].startswith("00.")  # lesson 00's columns come first
     assert (rows[0]["01.move_to"], rows[0]["01.move_to feedback"], rows[0]["passed"]) == ("passed", "Yes.", "1")
     assert rows[0]["01.float_tensor_on"] == "not run" and rows[1]["01.move_to"] == ""
