@@ -11,6 +11,15 @@ QUICK_ENV = "COURSE_QUICK"
 FULL_ENV = "COURSE_FULL"
 """``1`` runs the full article everywhere (notebook 05: 10 epochs on the whole training set, even on a CPU)."""
 
+LANG_ENV = "COURSE_LANG"
+"""The language the course speaks at run time: ``en`` or ``zh-CN`` (unset: the system's locale)."""
+
+DATA_ENV = "COURSE_DATA"
+"""A CIFAR-10 pack (``python -m helpers.data pack``) or a folder with ``cifar-10-batches-py``: used, not downloaded."""
+
+VERDICTS_ENV = "COURSE_VERDICTS"
+"""A file path: when set, each check's verdict is also appended to it as a JSON line (``python -m helpers.grade``)."""
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 

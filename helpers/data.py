@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset
 
-from helpers.config import quick_mode
+from helpers.config import DATA_ENV, quick_mode
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 SYNTHETIC_NAME = "synthetic CIFAR-shaped data (fallback, not CIFAR-10)"
@@ -200,8 +200,6 @@ def _real_cifar10(root: Path, transform) -> CourseData:
     )
 
 
-DATA_ENV = "COURSE_DATA"
-"""A CIFAR-10 pack (``python -m helpers.data pack``) or a folder with ``cifar-10-batches-py``: used, not downloaded."""
 PACK_NAME = "cifar10-pack.tar.gz"
 MAKE_A_PACK = (
     f"on a machine with CIFAR-10, `python -m helpers.data pack {PACK_NAME}` makes the pack "

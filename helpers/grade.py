@@ -72,9 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.config import DEVICE_ENV, QUICK_ENV
-
-VERDICTS_ENV = "COURSE_VERDICTS"  # helpers.exercises.VERDICTS_ENV, not imported here: the runner needs no torch
+from helpers.config import DEVICE_ENV, FULL_ENV, QUICK_ENV, VERDICTS_ENV
 
 DEFAULT_TIMEOUT_S = 600  # the slowest lessons (05, 06, 08) took up to 7 min on a busy 2-core machine
 CLOSED_PORT = "http://127.0.0.1:9"  # the discard port: nothing listens there, a connection fails at once
@@ -154,7 +152,7 @@ def environment(device: str, work: Path) -> dict[str, str]:
     env.update(dict.fromkeys(PROXY_VARIABLES, CLOSED_PORT))
     env.update({"no_proxy": "", "NO_PROXY": "", "PIP_NO_INDEX": "1"})
     env.update({"IPYTHONDIR": str(work / "ipython"), "JUPYTER_RUNTIME_DIR": str(work / "runtime")})
-    env.pop("COURSE_FULL", None)
+    env.pop(FULL_ENV, None)
     return env
 
 

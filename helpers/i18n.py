@@ -24,6 +24,8 @@ import unicodedata
 import warnings
 from pathlib import Path
 
+from helpers.config import LANG_ENV
+
 ENGLISH, CHINESE = "en", "zh-CN"
 LANGUAGES = (ENGLISH, CHINESE)
 CATALOGS = Path(__file__).resolve().parent / "locale" / "zh_CN" / "LC_MESSAGES"
@@ -51,7 +53,7 @@ def _warn_unknown(value: str) -> None:
 
 def language() -> str:
     """``"en"`` or ``"zh-CN"``: ``COURSE_LANG``, else the locale, else English."""
-    requested = os.environ.get("COURSE_LANG", "").strip()
+    requested = os.environ.get(LANG_ENV, "").strip()
     if requested:
         chosen = _parse(requested)
         if chosen is None:
@@ -72,7 +74,7 @@ def set_language(lang: str) -> str:
     chosen = _parse(lang)
     if chosen is None:
         raise ValueError(f"{lang!r} is not a language the course speaks: use one of {', '.join(LANGUAGES)}.")
-    os.environ["COURSE_LANG"] = chosen
+    os.environ[LANG_ENV] = chosen
     return chosen
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
+from helpers.config import VERDICTS_ENV
 from helpers.i18n import CATALOGS, CHINESE, language, read_po, tr, tr_lazy
 
 
@@ -276,10 +277,6 @@ class MetaFetchesLikeAGpu(TorchFunctionMode):
             if isinstance(source, torch.Tensor) and source.is_meta:
                 return func(this, _zeros_on_cpu(source).detach(), *args[2:], **kwargs)
         return func(*args, **kwargs)
-
-
-VERDICTS_ENV = "COURSE_VERDICTS"
-"""A file path: when set, each check's verdict is also appended to it as a JSON line (``python -m helpers.grade``)."""
 
 
 def _recording_verdicts(check: Callable[..., Feedback], run: Callable[..., Feedback]) -> Callable[..., Feedback]:
