@@ -51,6 +51,12 @@ def test_every_notebook_and_every_translated_module_has_a_catalog():
     assert orphans <= {translate.HEADINGS_CATALOG}, f"catalogs of modules without messages: {sorted(orphans)}"
 
 
+def test_a_module_without_messages_gets_no_catalog():
+    with pytest.raises(SystemExit, match="no tr"):
+        translate.main(["update", str(course.ROOT / "helpers" / "config.py")])
+    assert not (translate.RUNTIME_CATALOGS / "config.po").exists()
+
+
 def test_committed_chinese_notebooks_are_what_the_catalogs_generate():
     differ = translate.build(check=True)
     assert not differ, f"regenerate with `python tools/translate.py build`: {[course.repo_path(p) for p in differ]}"

@@ -503,6 +503,8 @@ def _find(name: str) -> Source:
         if path in (source.catalog, source.english.resolve()):
             return source
     if path.suffix == ".py" and path.is_relative_to(course.ROOT / "helpers"):
+        if not any(runtime_messages(path)):
+            sys.exit(f'{name} has no tr("...") messages: it needs no catalog.')
         return _module_source(path)  # a module whose first message is being added
     sys.exit(f"{name} is neither a catalog nor a translated source: `python tools/translate.py status` lists them.")
 
