@@ -457,15 +457,7 @@ def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device)
                 "(section 2, way 1)."
             ),
         )
-    return failed(
-        tr(
-            "Training on {device}, your code raised {error_type}: {error}",
-            device=device,
-            error_type=type(error).__name__,
-            error=error,
-        ),
-        tr(TRAIN_HINT),
-    )
+    return _raised_in_training(device, error, tr(TRAIN_HINT))
 
 
 def _floats_problem(losses, n: int):
