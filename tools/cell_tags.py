@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 
 import nbformat
 
-from tools import course
+from tools import course, slide_rule
 
 MARKERS = {  # nbval's comment markers and the tags that replace them
     "# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output",
@@ -102,9 +102,7 @@ def apply(nb) -> None:
             cell.metadata.pop("tags", None)
         if cell.metadata.get("jupyter") == {}:
             del cell.metadata["jupyter"]
-    from tools import slides  # imports this module
-
-    slides.apply(nb)
+    slide_rule.apply(nb, is_hidden)
 
 
 def problems(nb, name: str = "") -> list[str]:
@@ -123,9 +121,7 @@ def problems(nb, name: str = "") -> list[str]:
             found.append(f"{where}: tagged {SCAFFOLDING!r} but is not a check-only cell without output")
         if is_hidden(cell) and (cell.metadata.get("jupyter") != HIDDEN or cell.metadata.get("slideshow") != SKIP):
             found.append(f"{where}: scaffolding must be collapsed and skipped in slides too")
-    from tools import slides  # imports this module
-
-    return found + slides.problems(nb, name)
+    return found + slide_rule.problems(nb, is_hidden, name)
 
 
 def main(argv: list[str]) -> int:

@@ -10,12 +10,8 @@ Present live (``pip install -e ".[teach]"``): open a notebook in JupyterLab and 
 runs the cell in view. jupyterlab-rise serves reveal.js and its theme from the server (the ``white`` theme's font
 ships with it; MathJax 3 comes with jupyterlab-mathjax3): only the Colab badge's image is remote.
 
-The rule (``slide_type(cell)``): the title cell and each ``##`` heading start a ``slide``; a ``###`` heading a
-``subslide``; the code cell right after a question (prose ending in ``?``) is a ``fragment`` (the class guesses,
-then the answer appears), and so is an exercise's check cell (``ok = check.some_exercise(fn)``: the verdict
-appears after the class has tried); the setup cell and the check-only cells (tools/cell_tags.py) are ``skip``; every
-other cell continues its slide (``-``). Each notebook's ``metadata.rise`` keeps long outputs on the projector
-(``scroll``), starts at the beginning and leaves the chalkboard off.
+The slide rule (tools/slide_rule.py) gives every cell its slide type and every notebook its presentation options,
+``metadata.rise``; tools/cell_tags.py applies and checks it with the cell tags, in one pass.
 
 ``export`` runs nbconvert's slides exporter (``jupyter nbconvert --to slides``) with every script and style
 sheet pointed at DIR/_reveal/: reveal.js 4.0.2 (the version nbconvert's reveal template is written for),
@@ -32,7 +28,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import re
 import shutil
 import sys
 import tarfile
@@ -46,18 +41,6 @@ import nbformat
 
 from tools import cell_tags
 
-SLIDE, SUBSLIDE, FRAGMENT, CONTINUE, SKIP = "slide", "subslide", "fragment", "-", "skip"
-RISE = {  # jupyterlab-rise's notebook-level options (its settings schema names them)
-    "scroll": True,  # a long output scrolls inside its slide instead of running off the projector
-    "theme": "white",  # its font ships with reveal.js ("simple" and others fetch Google Fonts)
-    "transition": "none",
-    "enable_chalkboard": False,
-    "start_slideshow_at": "beginning",
-    "slideNumber": True,
-}
-SETUP_MARK = "# Setup"
-EXERCISE_CHECK = re.compile(r"^(\w+ = )?check\.\w+\(", re.MULTILINE)  # ok = check.some_exercise(fn)
-
 NPM = "https://registry.npmjs.org"
 REVEAL = "4.0.2"
 VENDOR = {  # npm package, version, {file in the package: file in DIR/_reveal}
@@ -70,57 +53,6 @@ STUBS = {  # what the template also loads and the lessons do not use
     " Config: function () {}, Queue: function () {}}};\n",
     "mermaid-none.js": "export default {initialize: function () {}};\n",
 }
-
-
-def _first_line(cell) -> str:
-    return cell.source.lstrip().split("\n", 1)[0]
-
-
-def slide_type(cell, previous=None, index: int = 0) -> str:
-    """The slide type the rule gives a cell (``previous``: the cell before it)."""
-    if cell.cell_type == "markdown":
-        first = _first_line(cell)
-        if index == 0 or first.startswith("# ") or first.startswith("## "):
-            return SLIDE
-        if first.startswith("### "):
-            return SUBSLIDE
-        return CONTINUE
-    if cell.cell_type != "code":
-        return CONTINUE
-    if cell.source.startswith(SETUP_MARK) or cell_tags.is_hidden(cell):
-        return SKIP
-    if previous is not None and previous.cell_type == "markdown" and previous.source.rstrip().endswith("?"):
-        return FRAGMENT
-    if EXERCISE_CHECK.search(cell.source):
-        return FRAGMENT
-    return CONTINUE
-
-
-def apply(nb) -> None:
-    """Give every cell its slide type and the notebook its presentation options, in place."""
-    previous = None
-    for i, cell in enumerate(nb.cells):
-        cell.metadata["slideshow"] = {**cell.metadata.get("slideshow", {}), "slide_type": slide_type(cell, previous, i)}
-        previous = cell
-    nb.metadata["rise"] = {**RISE, **nb.metadata.get("rise", {})}
-
-
-def problems(nb, name: str = "") -> list[str]:
-    """The cells whose slide type breaks the rule, and missing presentation options (empty when none)."""
-    found = []
-    previous = None
-    for i, cell in enumerate(nb.cells):
-        want, have = slide_type(cell, previous, i), cell.metadata.get("slideshow", {}).get("slide_type")
-        if have != want:
-            found.append(f"{name} cell {i}: slide type {have!r}, the slide rule says {want!r}")
-        previous = cell
-    missing = [k for k in RISE if k not in nb.metadata.get("rise", {})]
-    if missing:
-        found.append(f"{name}: metadata.rise lacks {', '.join(missing)}")
-    return found
-
-
-# --- static export ------------------------------------------------------------------------------------------
 
 
 def cache_dir() -> Path:
@@ -178,7 +110,7 @@ def export(notebooks: list[Path], out: Path, cache: Path | None = None) -> list[
     made = []
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
-        apply(nb)
+        cell_tags.apply(nb)  # the notebook as python tools/cell_tags.py leaves it: tagged, with its slide types
         nb.metadata.pop("widgets", None)  # widget state would load the widget manager from a CDN
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
         target = out / f"{path.stem}.slides.html"
