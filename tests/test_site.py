@@ -13,9 +13,7 @@ import functools
 import html
 import http.server
 import importlib.util
-import os
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from headless import launched
 
 from tools import course
 
@@ -122,14 +121,6 @@ def test_landing_page_minutes_are_the_notebooks(built):
 # In the browser ----------------------------------------------------------------------------------------------
 
 
-def chromium() -> str | None:
-    candidates = [os.environ.get("COURSE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome", "chrome"]
-    return next((shutil.which(c) for c in candidates if c and shutil.which(c)), None)
-
-
-HOW_TO_INSTALL = 'apt-get install -y chromium (Debian/Ubuntu) and pip install -e ".[site]"; or set COURSE_CHROMIUM'
-
-
 @pytest.fixture(scope="module")
 def server(built):
     handler = functools.partial(QuietHandler, directory=str(built["html"]))
@@ -146,17 +137,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def browser():
-    if importlib.util.find_spec("playwright") is None:
-        pytest.skip(f"Playwright's Python package is missing: {HOW_TO_INSTALL}")
-    executable = chromium()
-    if executable is None:
-        pytest.skip(f"no Chromium on this machine: {HOW_TO_INSTALL}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+    with launched() as browser:
         yield browser
-        browser.close()
 
 
 def pages(html: Path) -> list[str]:

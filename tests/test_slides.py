@@ -1,7 +1,7 @@
 """Slides from the notebooks (tools/slides.py), in headless Chromium: live with jupyterlab-rise, and exported.
 
 Needs the teach extra (``pip install -e ".[teach]"``: jupyterlab-rise), Playwright and a Chromium (see
-tests/test_site.py); without them these tests skip and say so. Every request to a host other than this machine
+tests/headless.py); without them these tests skip and say so. Every request to a host other than this machine
 is blocked and recorded: a classroom without network must see the same slides (only the Colab badge's image,
 a link for learners at home, is allowed to fail: its alt text shows).
 """
@@ -20,7 +20,7 @@ import urllib.request
 from urllib.parse import urlsplit
 
 import pytest
-from test_site import HOW_TO_INSTALL, chromium
+from headless import HOW_TO_INSTALL, launched
 
 from tools import course
 
@@ -31,17 +31,8 @@ TIMEOUT_MS = 60_000
 
 @pytest.fixture(scope="module")
 def browser():
-    if importlib.util.find_spec("playwright") is None:
-        pytest.skip(f'Playwright\'s Python package is missing: {HOW_TO_INSTALL}; pip install -e ".[teach]"')
-    executable = chromium()
-    if executable is None:
-        pytest.skip(f'no Chromium on this machine: {HOW_TO_INSTALL}; pip install -e ".[teach]"')
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+    with launched(f'{HOW_TO_INSTALL}; pip install -e ".[teach]"') as browser:
         yield browser
-        browser.close()
 
 
 def offline_page(browser):
