@@ -13,6 +13,10 @@ ships with it; MathJax 3 comes with jupyterlab-mathjax3): only the Colab badge's
 The slide rule (tools/slide_rule.py) gives every cell its slide type and every notebook its presentation options,
 ``metadata.rise``; tools/cell_tags.py applies and checks it with the cell tags, in one pass.
 
+``metadata.rise`` is the one place for a notebook's presentation options, in jupyterlab-rise's own keys: the live
+slides read it as they are, and ``export`` turns ``slideNumber``, ``transition``, ``scroll`` and ``theme`` into the
+options of nbconvert's slides exporter (``exporter_options``).
+
 ``export`` runs nbconvert's slides exporter (``jupyter nbconvert --to slides``) with every script and style
 sheet pointed at DIR/_reveal/: reveal.js 4.0.2 (the version nbconvert's reveal template is written for),
 require.js 2.1.10 and jQuery 2.2.4, fetched once from the npm registry (https://registry.npmjs.org) into a cache
@@ -21,6 +25,11 @@ first export needs the network; after that exports and the exported slides work 
 USB stick: open DIR/NN_name.slides.html). MathJax and mermaid, which the template also loads from CDNs, are
 replaced by a local no-op: the lessons have no formulas and no diagrams. A notebook's widget state is left out
 (the progress bars show their text). Only the Colab badge's image stays remote: offline its alt text shows.
+
+The exported slides are made for a projector (tools/slides_template/: nbconvert's reveal template with the course's
+style sheets and script): a slide is 1280x720, which reveal.js scales to the screen; a code line of 120 characters
+(the course's line length) shows whole, without the cells' execution counts; with ``scroll`` a slide taller than the
+screen scrolls inside it, and a fragment (an exercise's verdict) is scrolled into view as it appears.
 """
 
 from __future__ import annotations
@@ -53,6 +62,8 @@ STUBS = {  # what the template also loads and the lessons do not use
     " Config: function () {}, Queue: function () {}}};\n",
     "mermaid-none.js": "export default {initialize: function () {}};\n",
 }
+TEMPLATE = Path(__file__).resolve().parent / "slides_template"  # nbconvert's reveal template, style sheets, a script
+SIZE = {"reveal_width": "1280", "reveal_height": "720"}  # a projector's pixels: reveal.js scales a slide to the screen
 
 
 def cache_dir() -> Path:
@@ -91,6 +102,17 @@ def vendor(cache: Path | None = None) -> Path:
     return cache
 
 
+def exporter_options(rise: dict) -> dict:
+    """nbconvert's SlidesExporter options for a notebook's presentation options (``metadata.rise``, all keys set)."""
+    number = rise["slideNumber"]  # True, False or a format: reveal.js numbers ``h.v`` when given True
+    return {
+        "reveal_number": "h.v" if number is True else number or "",
+        "reveal_transition": rise["transition"],
+        "reveal_scroll": bool(rise["scroll"]),
+        "reveal_theme": rise["theme"],
+    }
+
+
 def export(notebooks: list[Path], out: Path, cache: Path | None = None) -> list[Path]:
     """Static HTML slides of ``notebooks`` in ``out``, loading only files under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -98,20 +120,22 @@ def export(notebooks: list[Path], out: Path, cache: Path | None = None) -> list[
     shutil.copytree(vendor(cache), local, dirs_exist_ok=True)
     from nbconvert import SlidesExporter
 
-    exporter = SlidesExporter(
-        reveal_url_prefix="_reveal/reveal.js",
-        reveal_theme="white",  # its font ships with reveal.js
-        reveal_scroll=True,
-        require_js_url="_reveal/require.js",
-        jquery_url="_reveal/jquery.min.js",
-        mathjax_url="_reveal/mathjax-none.js",
-        mermaid_js_url="./_reveal/mermaid-none.js",  # not settable from nbconvert's command line
-    )
     made = []
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         cell_tags.apply(nb)  # the notebook as python tools/cell_tags.py leaves it: tagged, with its slide types
         nb.metadata.pop("widgets", None)  # widget state would load the widget manager from a CDN
+        exporter = SlidesExporter(
+            template_file="course_slides.html.j2",  # nbconvert's reveal template with the course's style and script
+            extra_template_paths=[str(TEMPLATE)],
+            reveal_url_prefix="_reveal/reveal.js",
+            require_js_url="_reveal/require.js",
+            jquery_url="_reveal/jquery.min.js",
+            mathjax_url="_reveal/mathjax-none.js",
+            mermaid_js_url="./_reveal/mermaid-none.js",  # not settable from nbconvert's command line
+            **SIZE,
+            **exporter_options(nb.metadata.rise),
+        )
         body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": path.stem}})
         target = out / f"{path.stem}.slides.html"
         target.write_text(body, encoding="utf-8")
