@@ -18,7 +18,10 @@ from tools import course  # noqa: E402
 # COURSE_SITE_LANG=zh-CN. Chinese search segments words with jieba (the site extra installs it).
 SITE_LANGUAGE = os.environ.get("COURSE_SITE_LANG", "en")
 CHINESE = SITE_LANGUAGE == "zh-CN"
-logging.getLogger("jieba").setLevel(logging.WARNING)  # its progress lines are not the build's business
+if CHINESE:  # jieba sets its logger to DEBUG when imported: its "Building prefix dict" lines are not the build's
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
 
 project = "PyTorch 在 CPU 与 GPU 上：动手学" if CHINESE else "PyTorch on CPU and GPU, hands-on"
 author = "课程作者" if CHINESE else "the course's authors"
@@ -26,7 +29,11 @@ copyright = "课程作者；文字 CC BY 4.0，代码 MIT" if CHINESE else "the 
 language = "zh_CN" if CHINESE else "en"
 smartquotes = False  # code in prose ('ignore', "cuda") stays as a learner must type it
 
-extensions = ["myst_nb"]
+extensions = ["myst_nb", "sphinx_copybutton"]
+# The copy button: on code (a cell's input, a code block), never on an output; without prompts ("$ ", ">>> ").
+copybutton_selector = 'div[class*="highlight-"]:not(.output) > div.highlight > pre'
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
 nb_execution_mode = "off"  # the stored outputs are the ones the tests check under strict nbval
 nb_merge_streams = True
 nb_ipywidgets_js = {}  # no widget JavaScript from a CDN: the pages load offline
@@ -43,7 +50,13 @@ html_css_files = ["course.css"]
 html_favicon = str(ROOT / "site" / "_static" / "favicon.svg")  # a browser asks for /favicon.ico without one
 html_show_sourcelink = False
 html_last_updated_fmt = None
+html_js_files = ["course-search.js"]  # search snippets from the lesson's text, not the page's menus
+html_search_scorer = str(ROOT / "site" / "_static" / "course-scorer.js")  # the page that teaches a term first
+# one search box: the one in the sidebar (the search page has its own form instead)
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "search-button-field.html", "sbt-sidebar-nav.html"]}
+html_sidebars["search"] = [item for item in html_sidebars["**"] if item != "search-button-field.html"]
 html_theme_options = {
+    "navbar_persistent": [],  # the header's search box: a second one
     "repository_url": f"https://github.com/{course.github_slug()}",
     "repository_branch": course.branch(),
     "path_to_docs": "",  # the staged sources keep the repository's paths: notebooks/NN_topic.ipynb

@@ -18,14 +18,14 @@ def test_notebook_follows_the_cell_tag_convention(path):
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_the_code_a_learner_sees_is_mostly_lesson_code(path):
-    """Of the code lines in the cells a learner sees (not collapsed), at least 85 % are not asserts."""
+    """Of the code lines in the cells a learner sees (not collapsed), at least 85 % are not checks."""
     visible = [
         c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and not cell_tags.is_hidden(c)
     ]
     lines = sum(
         1 for c in visible for line in c.source.splitlines() if line.strip() and not line.lstrip().startswith("#")
     )
-    checks = sum(cell_tags.assert_lines(c) for c in visible)
+    checks = sum(cell_tags.check_lines(c) for c in visible)
     assert 1 - checks / lines >= 0.85, f"{checks} of {lines} visible code lines are asserts: move them to a check cell"
 
 
@@ -72,6 +72,53 @@ def test_check_mode_names_the_cells_and_fails(monkeypatch, tmp_path, capsys):
     assert cell_tags.main(["--check"]) == 1
     assert "00_x.ipynb cell 0: the comment '# NBVAL_IGNORE_OUTPUT'" in capsys.readouterr().out
     assert cell_tags.main([]) == 0 and cell_tags.main(["--check"]) == 0
+
+
+CHECK_ONLY = {  # every form of a check: each cell is scaffolding when nothing below needs what it binds
+    "asserts behind comments": "# why it holds\nassert x.device.type == 'cpu'  # the fact",
+    "an expected error": "try:\n    pick_device('cuda: 0')\n    raise AssertionError('accepted')\n"
+    "except DeviceError as err:\n    assert \"'cuda:0'\" in str(err)",
+    "an expected error, else": "try:\n    f()\nexcept RuntimeError:\n    pass\n"
+    "else:\n    raise AssertionError('no error')",
+    "if ... raise AssertionError": "if not torch.equal(a, b):\n    raise AssertionError(f'{a} != {b}')",
+    "a loop with its own names": "for name, t in made.items():\n    same = t.device == x.device\n    assert same, name",
+    "with a helper name": "with mock.patch.dict(os.environ, {'A': '1'}):\n    assert read() == '1'",
+    "names only the checks read": "import numpy as np\n\nassert a.tolist() == [1.0]\n"
+    "build = torch.version.cuda is not None\nassert build or a.dtype == np.float32",
+    "a constant for the checks": "KNOWN = ('a', 'b')\nassert message.startswith(KNOWN)",
+    "helper calls": "run.check()\ntorch.testing.assert_close(a, b)\ncheck_devices(model)",
+}
+NOT_CHECK_ONLY = {
+    "lesson code a later cell uses": ("assert a.is_cuda\na = a.to(device)\nassert a.device == device", "print(a)"),
+    "lesson code that opens the cell": ("y = x + 1\nassert y.device == x.device", ""),
+    "a side effect": ("model.weight.data.zero_()\nassert model.weight.sum() == 0", ""),
+    "a helper function": ("def f(x):\n    return x + 1\n\n\nassert f(1) == 2", ""),
+    "a call that is not a check": ("torch.manual_seed(0)\nassert True", ""),
+    "a try that does not expect an error": ("try:\n    x = f()\nexcept RuntimeError:\n    x = None\nassert x", ""),
+    "an exercise's verdict": ("assert check.some_exercise(fn)", ""),
+}
+
+
+@pytest.mark.parametrize("source", CHECK_ONLY.values(), ids=CHECK_ONLY.keys())
+def test_every_form_of_a_check_is_scaffolding(source):
+    nb = new_notebook(cells=[new_code_cell(source), new_code_cell("print(x)")])
+    cell_tags.apply(nb)
+    assert cell_tags.is_hidden(nb.cells[0]) and not cell_tags.is_hidden(nb.cells[1])
+    assert cell_tags.mostly_checks(nb.cells[0])
+
+
+@pytest.mark.parametrize("source, below", NOT_CHECK_ONLY.values(), ids=NOT_CHECK_ONLY.keys())
+def test_lesson_code_with_a_check_stays_in_view(source, below):
+    nb = new_notebook(cells=[new_code_cell(source), new_code_cell(below)])
+    cell_tags.apply(nb)
+    assert not cell_tags.is_hidden(nb.cells[0])
+
+
+def test_a_shown_cell_that_is_mostly_checks_is_named():
+    cell = new_code_cell("print(x)\nassert x.is_cuda\nassert x.dtype == torch.float32", outputs=[new_output("stream")])
+    assert cell_tags.check_lines(cell) == 2 and cell_tags.mostly_checks(cell)
+    cell.source = "y = x + 1\nz = y * 2\nprint(z)\nassert z.device == x.device"
+    assert cell_tags.check_lines(cell) == 1 and not cell_tags.mostly_checks(cell)
 
 
 def _lesson():

@@ -76,6 +76,64 @@ def test_check_only_cells_are_left_out_of_the_pages(built):
     assert sum(last_line(c.source) in text for c in shown) >= len(shown) * 0.9
 
 
+PRAGMA_SHOWN = re.compile(r"#\s*(?:fmt:|noqa)")
+CELL_INPUT = re.compile(r'<div class="cell_input[^"]*">.*?<pre>(.*?)</pre>', re.DOTALL)
+CELL_OUTPUT = re.compile(r'<div class="cell_output[^"]*">(.*?)\n</div>\n</div>', re.DOTALL)
+
+
+def page_text(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def notebook_pages(root: Path) -> list[Path]:
+    """The pages of the lessons and their solutions, in both languages."""
+    return sorted(
+        p for p in root.rglob("notebooks/**/*.html") if re.match(r"\d\d_", p.name) and "guides" not in p.parts
+    )
+
+
+def test_no_shown_code_cell_is_only_checks_or_a_linter_pragma(built):
+    """What a page shows: no code cell of which half the lines or more are checks (asserts, an expected error,
+    ``if ...: raise AssertionError``; an exercise's verdict, ``assert check.x(fn)``, is not one), and no ``# fmt:``
+    or ``# noqa`` comment in code or output. Counted on the built HTML, so whatever the page drops is not counted."""
+    from nbformat.v4 import new_code_cell
+
+    from tools import cell_tags
+
+    offending = []
+    for page in notebook_pages(built["html"]):
+        text = page.read_text(encoding="utf-8")
+        rel = page.relative_to(built["html"]).as_posix()
+        for n, source in enumerate(page_text(m) for m in CELL_INPUT.findall(text)):
+            cell, first = new_code_cell(source.rstrip("\n")), source.strip().splitlines()[0] if source.strip() else ""
+            if cell_tags.mostly_checks(cell):
+                lines = f"{cell_tags.check_lines(cell)} of {cell_tags.code_lines(cell)} lines are checks"
+                offending.append(f"{rel}, code cell {n + 1} ({lines}): {first[:70]}")
+            if PRAGMA_SHOWN.search(source):
+                offending.append(f"{rel}, code cell {n + 1}: a linter comment shows: {first[:70]}")
+        for n, output in enumerate(page_text(m) for m in CELL_OUTPUT.findall(text)):
+            found = PRAGMA_SHOWN.search(output)
+            if found:
+                offending.append(
+                    f"{rel}, output {n + 1}: a linter comment shows: ...{output[found.start() - 40 : found.end()]}"
+                )
+    assert not offending, (
+        f"{len(offending)} shown cells to fix (split the checks into a cell of their own):\n" + "\n".join(offending)
+    )
+
+
+def test_a_traceback_shows_the_learners_frames_and_its_last_line(built):
+    """Like the error clinic (helpers/clinic.py): the cell's own frame and the error's last line, no library frame
+    and no path of the machine that stored it."""
+    page = (built["html"] / "notebooks/03_device_objects.html").read_text(encoding="utf-8")
+    tracebacks = [page_text(t) for t in re.findall(r'<div class="output traceback[^"]*">(.*?)</pre>', page, re.DOTALL)]
+    assert tracebacks, "lesson 03 shows an error on purpose"
+    for tb in tracebacks:
+        assert "Traceback (most recent call last)" in tb and re.search(r"Cell In\[\d+\], line \d+", tb), tb
+        assert "RuntimeError: Invalid device string: 'cuda: 0'" in tb.strip().splitlines()[-1], tb
+        assert "site-packages" not in tb and not re.search(r"^File /", tb, re.MULTILINE), tb
+
+
 def last_line(source: str) -> str:
     return html.escape(source.strip().splitlines()[-1].strip(), quote=False)
 
@@ -88,7 +146,12 @@ def test_staged_notebook_keeps_every_cell_and_output_but_the_widgets():
         assert len(staged.cells) == len(nb.cells)
         for before, after in zip(nb.cells, staged.cells, strict=True):
             outputs = [o for o in before.get("outputs", []) if build_site.WIDGET not in o.get("data", {})]
-            assert after.get("outputs", []) == outputs
+            assert len(after.get("outputs", [])) == len(outputs)
+            for out, kept in zip(outputs, after.get("outputs", []), strict=True):
+                if out.get("output_type") == "stream":
+                    assert kept.text == build_site.PRAGMA.sub("", out.text) and not PRAGMA_SHOWN.search(kept.text)
+                else:
+                    assert kept == out
 
 
 def test_error_index_lists_every_known_error_with_its_lesson(built):
@@ -178,6 +241,21 @@ COLAB_BUTTONS = (  # the theme's "Launch on Colab" in the header, then ours unde
 BUTTONS = "() => [...document.querySelectorAll('.course-buttons a')].map(a => a.textContent.trim())"
 SWITCH = "() => [...document.querySelectorAll('.course-language-switch a')].map(a => a.href)"
 NO_BODY = {"search.html", "genindex.html"}  # Sphinx's own pages: no language link
+CLIPPED_OUTPUTS = (  # an output block whose text runs past its box (cut at the right edge, or a scroll bar)
+    "() => [...document.querySelectorAll('div.cell_output pre, div.highlight-text pre')]"
+    ".filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.innerText.split('\\n').sort((a, b) => "
+    "b.length - a.length)[0].slice(0, 60))"
+)
+SEARCH_BOXES = (  # the search fields and buttons a reader sees (not the dialog they open)
+    "() => [...document.querySelectorAll('.search-button-field, .search-button, input[name=q]')]"
+    ".filter(e => !e.closest('dialog') && e.getClientRects().length && getComputedStyle(e).visibility !== 'hidden')"
+    ".length"
+)
+COPY_BUTTONS = (  # [code blocks with a copy button, code blocks, output blocks with one]
+    "() => [document.querySelectorAll('div.cell_input button.copybtn').length,"
+    " document.querySelectorAll('div.cell_input pre').length,"
+    " document.querySelectorAll('div.cell_output button.copybtn').length]"
+)
 
 
 def notebook_of(rel: str) -> tuple[Path, str]:
@@ -203,6 +281,9 @@ def test_every_page_in_the_browser(browser, built, server):
         problems += [f"{rel}: image not loaded: {src}" for src in tab.js(BROKEN_IMAGES)]
         text = tab.js("() => document.body.innerText")
         problems += [f"{rel}: shows {word!r}" for word in SCAFFOLDING_TEXT if word in text]
+        problems += [f"{rel}: an output is cut at the right edge: {line!r}" for line in tab.js(CLIPPED_OUTPUTS)]
+        boxes = tab.js(SEARCH_BOXES)
+        problems += [f"{rel}: {boxes} search boxes, not one"] * (boxes != 1)
         for href in tab.js(LINKS):
             if not href.startswith(server):
                 continue
@@ -230,6 +311,9 @@ def test_every_page_in_the_browser(browser, built, server):
             buttons = tab.js(BUTTONS)
             wanted = list(build_site.BUTTONS["zh-CN" if lang == "zh-CN" else "en"])
             problems += [f"{rel}: buttons {buttons}, not {wanted}"] * (buttons != wanted)
+            with_button, blocks, on_outputs = tab.js(COPY_BUTTONS)
+            if with_button != blocks or on_outputs:
+                problems.append(f"{rel}: copy buttons on {with_button} of {blocks} code cells, {on_outputs} outputs")
     tab.page.close()
     assert len([p for p in pages(html) if p.startswith("zh-CN/")]) > len(course.all_notebooks())
     assert not problems, "\n".join(problems)
@@ -254,31 +338,40 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, built, server):
         )
         if overflow:
             problems.append(f"{rel}: {overflow}")
+        problems += [f"{rel}: an output is cut at the right edge: {line!r}" for line in tab.js(CLIPPED_OUTPUTS)]
+        boxes = tab.js(SEARCH_BOXES)
+        problems += [f"{rel}: {boxes} search boxes, not one"] * (boxes != 1)
     tab.page.close()
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize(
-    "query, page",
-    [
-        ("map_location", "notebooks/05_train_tudui.html"),
-        ("Expected all tensors to be on the same device", "errors.html"),
-        ("显存", "zh-CN/notebooks/07_memory.html"),  # Chinese words are segmented (jieba): 显存 is found in prose
-        ("设备", "zh-CN/notebooks/03_device_objects.html"),
-        ("map_location", "zh-CN/notebooks/05_train_tudui.html"),
+    "query, page, first",
+    [  # first: the page that teaches the term is the first result (site/_static/course-scorer.js)
+        ("map_location", ("notebooks/05_train_tudui.html", "errors.html"), True),
+        ("Expected all tensors to be on the same device", ("errors.html",), False),
+        ("显存", ("zh-CN/notebooks/07_memory.html",), True),  # jieba segments Chinese words; 07's title has it
+        ("设备", ("zh-CN/notebooks/03_device_objects.html",), False),
+        ("map_location", ("zh-CN/notebooks/05_train_tudui.html", "zh-CN/errors.html"), True),
     ],
 )
-def test_search_finds(browser, built, server, query, page):
+def test_search_finds(browser, built, server, query, page, first):
     tab = Tab(browser, server, DESKTOP)
-    tab.open(f"{'zh-CN/' if page.startswith('zh-CN/') else ''}search.html?q={query}")
+    tab.open(f"{'zh-CN/' if page[0].startswith('zh-CN/') else ''}search.html?q={query}")
     tab.page.wait_for_function(  # Sphinx lists results one by one: wait for its summary, in either language
         "() => /search finished|did not match|搜索完成|没有匹配/i.test("
         "document.querySelector('#search-results .search-summary')?.innerText || '')",
         timeout=60_000,
     )
     found = tab.js("() => [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+    snippets = tab.js("() => [...document.querySelectorAll('#search-results li p.context')].map(p => p.innerText)")
     tab.page.close()
-    assert any(urlsplit(href).path.endswith(page) for href in found), f"{query!r} found {found}"
+    paths = [urlsplit(href).path.lstrip("/") for href in found]
+    assert any(path in page for path in paths), f"{query!r} found {paths}"
+    if first:
+        assert paths[0] in page, f"{query!r}: {paths[0]} first, not {' or '.join(page)} ({paths[:5]})"
+    menus = ("Download the notebook", "View the source", "Contents", "下载笔记本", "查看源文件", "目录")
+    assert not [s for s in snippets if any(m in s for m in menus)], f"menu text in the snippets: {snippets[:3]}"
 
 
 def test_screenshots_for_a_learners_eye(browser, built, server):

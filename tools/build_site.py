@@ -13,7 +13,8 @@ not: the cell-tag convention applied (``tools/cell_tags.py``: check-only cells a
 and dropped from the page, nbval's markers become tags, which are not shown), the Colab badge replaced by
 three buttons (open in Colab, download the notebook, view its source), links to other course notebooks in
 Colab pointed at their pages, a label on each numbered section (``lessonNN-section-N``, which the error
-index links to), and frozen progress-bar widgets left out. Pages generated here: the lesson table of the
+index links to), frozen progress-bar widgets left out, and the linters' pragmas (``# fmt: skip``, ``# noqa``) taken
+off the helpers' source that a cell prints. Pages generated here: the lesson table of the
 landing page (titles and minutes from each title cell) and the index of known device errors
 (``helpers/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are. The
 sources in ``site/`` (configuration, landing page, templates) are copied beside them.
@@ -70,6 +71,7 @@ def published(path: Path, lang: str) -> Path:
 SECTION = re.compile(r"^## (\d+)\. ", re.MULTILINE)
 NOTEBOOK_SECTION = re.compile(r"notebook (\d\d)\b[^,;]*(?:, section (\d+))?|第 (\d\d) 课[^，；]*(?:，第 (\d+) 节)?")
 WIDGET = "application/vnd.jupyter.widget-view+json"
+PRAGMA = re.compile(r"  # (?:fmt: (?:skip|off|on)|noqa\b[^\n]*)$", re.MULTILINE)  # ruff's, at a line's end
 FIXTURES = course.ROOT / "tests" / "fixtures"
 
 
@@ -133,6 +135,9 @@ def stage_notebook(path: Path, lang: str = ENGLISH) -> nbformat.NotebookNode:
             cell.source = text
         elif cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if WIDGET not in o.get("data", {})]
+            for out in cell.outputs:
+                if out.get("output_type") == "stream":
+                    out.text = PRAGMA.sub("", out.text)
     nb.metadata.pop("widgets", None)
     return nb
 
