@@ -18,7 +18,7 @@
    visible inside the cell it checks; a shown cell of which half the code lines are checks (``mostly_checks``)
    is split: its lesson lines stay, its checks go into the next cell. An exercise's verdict
    (``assert check.some_exercise(fn)``, which prints) is not a check: the learner reads it.
-3. Every cell has its slide type and every notebook its presentation options, by the rule of tools/slides.py
+3. Every cell has its slide type and every notebook its presentation options, by the rule of tools/slide_rule.py
    (``apply`` and ``problems`` below apply and check it too).
 """
 
