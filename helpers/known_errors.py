@@ -60,16 +60,21 @@ class KnownError:
     verify: Callable[[str], bool] | None = field(default=None, repr=False)  # a check beyond the patterns
 
     def matches(self, text: str) -> bool:
-        if not any(re.search(pattern, text) for pattern in self.patterns):
-            return False
-        return self.verify is None or self.verify(text)
+        return self.where(text) is not None
+
+    def where(self, text: str) -> int | None:
+        """Where in ``text`` the first of this entry's patterns starts; None if none occurs (or verify refuses)."""
+        found = [m.start() for m in (re.search(pattern, text) for pattern in self.patterns) if m]
+        if not found or (self.verify is not None and not self.verify(text)):
+            return None
+        return min(found)
 
 
 KEY = r"""["']([\w.]+)["']"""  # a state_dict key as torch lists it ("conv1.weight"), or in a Python list
 KEY_LIST = rf"((?:\s*{KEY},?)+)"
-HEADINGS = {  # torch's own error, and what load_state_dict(strict=False) returns
-    "missing": (r"Missing key\(s\) in state_dict:", r"missing_keys=\["),
-    "unexpected": (r"Unexpected key\(s\) in state_dict:", r"unexpected_keys=\["),
+HEADINGS = {  # torch's own error, what load_state_dict(strict=False) returns, torch 0.3's KeyError
+    "missing": (r"Missing key\(s\) in state_dict:", r"missing_keys=\[", r"missing keys in state_dict: \"\{"),
+    "unexpected": (r"Unexpected key\(s\) in state_dict:", r"unexpected_keys=\[", r"\bunexpected key"),
 }
 
 
@@ -280,6 +285,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             words("DefaultCPUAllocator: can't allocate memory"),
             words("DefaultCPUAllocator: not enough memory"),
             words("Torch: not enough memory: you tried to allocate"),  # torch 0.4 to 1.0 ("Buy new RAM!")
+            r"posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0",  # torch 1.0, 1.1: errno 12, ENOMEM
         ),
         meaning=tr_lazy(
             "The operating system refused the memory a CPU tensor needs: the process asked for more RAM than "
@@ -897,10 +903,22 @@ def _clean(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+HARMLESS = frozenset({"cublas-context-warning"})  # a warning printed on the way: never the error itself
+
+
 def match(text: str) -> KnownError | None:
-    """The first entry (in table order: the most specific first) whose patterns occur in ``text``."""
+    """The entry for the error that ``text`` names first, or None.
+
+    A paste can name more than one: an error and a hint printed after it (a program's "If you encounter CUDA out of
+    memory ..." under a CPU allocator's error), a root error and what it led to (a worker's own error, then the main
+    process's). The first one named is the root, so it wins; at the same place, table order (the most specific
+    entry first); a harmless warning only when nothing else is there.
+    """
     text = _clean(text)
-    return next((entry for entry in KNOWN_ERRORS if entry.matches(text)), None)
+    found = [
+        (entry.key in HARMLESS, at, i) for i, entry in enumerate(KNOWN_ERRORS) if (at := entry.where(text)) is not None
+    ]
+    return KNOWN_ERRORS[min(found)[2]] if found else None
 
 
 def exception_text(exc: BaseException) -> str:

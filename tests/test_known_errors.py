@@ -31,7 +31,15 @@ from torch import nn
 from helpers import known_errors, simulate
 from helpers.checkpoints import tag_as_saved_on
 from helpers.child import run_python
-from helpers.known_errors import KNOWN_ERRORS, KnownError, explain_exception, explain_text_cli, match, render
+from helpers.known_errors import (
+    KNOWN_ERRORS,
+    KnownError,
+    exception_text,
+    explain_exception,
+    explain_text_cli,
+    match,
+    render,
+)
 from tools import course
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "gpu_error_messages.json").read_text())
@@ -646,6 +654,15 @@ def test_the_more_specific_entry_wins():
     assert match(both).key == "cuda-oom"  # the harmless warning never hides the real error
 
 
+def test_the_error_named_first_wins_over_a_hint_after_it():
+    """A program's hint under the real error names another one: the error the paste names first is explained."""
+    cpu = exception_text(raised(lambda: torch.empty(2**50)))
+    hint = "If you encounter CUDA out of memory, try to set --tile with a smaller number."
+    assert match(cpu) is ENTRIES["cpu-oom"] and match(hint) is ENTRIES["cuda-oom"]
+    assert match(f"{cpu}\n{hint}") is ENTRIES["cpu-oom"]
+    assert match(f"{recorded('oom')}\n{cpu}") is ENTRIES["cuda-oom"]
+
+
 def test_colour_codes_do_not_hide_a_message():
     assert match("\x1b[0;31mRuntimeError\x1b[0m: \x1b[1mInvalid device string: 'gpu0'\x1b[0m").key == (
         "invalid-device-string"
@@ -1017,6 +1034,12 @@ OLDER_WORDINGS = [  # (entry, the message as an older torch raised it, the relea
         "torch 0.4 to 1.x, on the CPU",
     ),
     ("dtype-mismatch", "RuntimeError: Found dtype Double but expected Float", "a loss's backward, torch 1.x to 2.x"),
+    (
+        "cpu-oom",
+        "RuntimeError: [enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0",
+        "torch 1.0, 1.1",
+    ),
+    ("state-dict-module-prefix", "KeyError: 'unexpected key \"module.conv1.weight\" in state_dict'", "torch 0.2, 0.3"),
 ]
 OLDER_NOT_DEVICE_ERRORS = [  # the same older shapes, about dtypes or one device: not these entries' business
     "RuntimeError: expected device cuda:0 and dtype Float but got device cuda:0 and dtype Long",
