@@ -169,7 +169,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="label-out-of-range",
         title=tr_lazy("IndexError: Target N is out of bounds (a device-side assert on a GPU)"),
         patterns=(
-            r"Target -?\d+ is out of bounds",
+            words("Target 1 out of bounds"),  # Target 10 is out of bounds; torch 0.4: Target 100 out of bounds at
             r"cur_target >= 0 && cur_target < n_classes",  # the CPU kernel's assertion, torch 0.4 to 1.x
         ),
         meaning=tr_lazy(
@@ -799,6 +799,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             rf"Expected object of type {TYPE}(cuda\.|){FLOATS}Tensor\]? but found type {TYPE}\1{FLOATS}Tensor",  # 0.4
             r"mat1 and mat2 (?:must|to) have the same dtype",
             r"expected m1 and m2 to have the same dtype",
+            rf"but type {TYPE}(cuda\.|){FLOATS}Tensor does not equal {TYPE}\1{FLOATS}Tensor",  # torch 1.x
             rf"Found dtype {FLOATS} but expected {FLOATS}",  # a loss's backward (an MSE target of float64)
             rf"expected dtype {FLOATS} but got dtype {FLOATS}",  # torch 1.3 to 1.5
         ),
@@ -837,6 +838,8 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             rf"Expected object of type {TYPE}(?!cuda\.)\w+\]? but found type {TYPE}cuda\.",
             r"is on (?:CPU|GPU(?: \d+)?), but expected (?:it|them) to be on (?:CPU|GPU)",
             r"to have the same device as tensor for argument",
+            rf"but type {TYPE}cuda\.\w+ does not equal {TYPE}(?!cuda\.)",  # torch 1.x: ... to have the same type as ...
+            rf"but type {TYPE}(?!cuda\.)\w+ does not equal {TYPE}cuda\.",
         ),
         meaning=tr_lazy(
             "One operation got tensors on different devices: the model on the GPU but the input, the labels "

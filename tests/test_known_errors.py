@@ -846,6 +846,11 @@ def test_an_error_no_lesson_shows_says_so_and_names_its_topics_lesson(key):
 # --- (e) messages people pasted --------------------------------------------------------------------------
 
 
+OPTIMIZER_FOREACH = (
+    "optimizer-foreach-device"  # the optimizer's foreach check ("Tensors of the same index ..."): its own entry
+)
+
+
 def _verdict(message: str) -> KnownError | None:
     """What both the clinic (an exception, read as the clinic reads it) and --explain (the text) say."""
     by_text = match(message)
@@ -860,7 +865,7 @@ def test_the_corpus_is_what_it_claims():
     for case in in_scope + out_of_scope:
         assert case["message"].strip() and re.match(r"https?://\S+$", case["source"]), case
         assert not re.search(r"/(?:home|Users)/\w+/", case["message"]), case["message"]  # anonymised
-    assert {case["key"] for case in in_scope} <= set(ENTRIES)
+    assert {case["key"] for case in in_scope} <= set(ENTRIES) | {OPTIMIZER_FOREACH}
     assert all(case["fix_word"] for case in in_scope)
     assert any(case.get("language") == "zh" for case in in_scope)
     versions = {case["torch"].split(".")[0] for case in in_scope if "torch" in case}
