@@ -2,21 +2,27 @@
 
 The table drives the error clinic: ``%load_ext helpers.clinic`` in a notebook (a note under the traceback)
 and ``python -m helpers.doctor --explain "PASTED MESSAGE"`` in a terminal. Each entry's ``patterns`` are
-regular expressions searched in ``"ExceptionTypeName: message"`` (or a whole pasted traceback); they follow
-the wordings of torch 0.4 to the newest, of CUDA, MPS and the CPU kernels (with oneDNN or without), as
-learners paste them. Entries are tried in table order, so the more specific ones come first; an entry may
-add a ``verify`` check its patterns cannot express (the keys of a state_dict must really differ by a
-prefix). ``tests/test_known_errors.py`` checks every pattern against the messages the installed torch
-raises (or, for GPU-only ones, against text that still exists in it), and against a corpus of messages
-people pasted into public threads (``tests/fixtures/real_error_messages.json``).
+regular expressions searched in ``"ExceptionTypeName: message"`` (or a whole pasted traceback, or a part of one),
+once ``_clean`` has undone what pasting does to a message (line wraps, quotes, colour codes, a launcher's line
+prefixes, a traceback's own lines). Most are ``words("core phrase")``: the stable core of a wording, in any case,
+with room for the words a release or a device inserts; an entry lists a core phrase of each line a learner may
+paste alone (the last line of a message, or the one after a cut). They follow the wordings of torch 0.4 to the
+newest, of CUDA, MPS and the CPU kernels (with oneDNN or without). Entries are tried in table order, so the
+more specific ones come first; an entry may add a ``verify`` check its patterns cannot express (the keys of a
+state_dict must really differ by a prefix, even in a key list pasted alone). ``tests/test_known_errors.py``
+checks every pattern against the messages the installed torch raises (or, for GPU-only ones, against text that
+still exists in it), and against a corpus of messages people pasted into public threads
+(``tests/fixtures/real_error_messages.json``).
 
 No torch import here: the explainer works even where torch is broken.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import textwrap
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -26,11 +32,27 @@ DOCTOR = "python -m helpers.doctor"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colour codes in pasted tracebacks (and in some torch messages)
 
 
+def words(phrase: str, gap: int = 2) -> str:
+    """A regex for the stable core of a message, tolerant to how it varies and how people paste it.
+
+    The phrase's words must come in order, in any case, separated by anything that is not a word (spaces, line
+    wraps, quotes, punctuation, brackets), with up to ``gap`` other words between any two of them: a release
+    that inserts a word, a device, a tensor type, an operator's name. `` ... `` in the phrase allows up to eight
+    there (a GPU's name, a list of pids). A number in the phrase stands for any number.
+    """
+    between = rf"\W+(?:\w+\W+){{0,{gap}}}"
+
+    def part(chunk: str) -> str:
+        return between.join(r"\d+" if w.isdigit() else re.escape(w) for w in re.findall(r"\w+", chunk))
+
+    return r"(?i:\b" + r"\W+(?:\w+\W+){0,8}".join(part(chunk) for chunk in phrase.split(" ... ")) + r"\b)"
+
+
 @dataclass(frozen=True)
 class KnownError:
     key: str  # short slug
     title: str  # the error as a learner would name it
-    patterns: tuple[str, ...]  # regexes searched in "ExceptionTypeName: message"
+    patterns: tuple[str, ...]  # regexes searched in the cleaned "ExceptionTypeName: message" (see _clean)
     meaning: str
     fix: str
     lesson: str  # where the course teaches it, e.g. "notebook 04 (models vs tensors)"
@@ -38,34 +60,64 @@ class KnownError:
     verify: Callable[[str], bool] | None = field(default=None, repr=False)  # a check beyond the patterns
 
     def matches(self, text: str) -> bool:
-        if not any(re.search(pattern, text) for pattern in self.patterns):
-            return False
-        return self.verify is None or self.verify(text)
+        return self.where(text) is not None
+
+    def where(self, text: str) -> int | None:
+        """Where in ``text`` the first of this entry's patterns starts; None if none occurs (or verify refuses)."""
+        found = [m.start() for m in (re.search(pattern, text) for pattern in self.patterns) if m]
+        if not found or (self.verify is not None and not self.verify(text)):
+            return None
+        return min(found)
 
 
-def _state_dict_keys(text: str, kind: str) -> set[str]:
-    """The keys listed after ``Missing key(s) in state_dict:`` (or ``Unexpected``), as torch prints them."""
-    found = re.search(rf'{kind} key\(s\) in state_dict:((?:\s*"[^"\n]*",?)+)', text)
-    return set(re.findall(r'"([^"\n]*)"', found.group(1))) if found else set()
+KEY = r"""["']([\w.]+)["']"""  # a state_dict key as torch lists it ("conv1.weight"), or in a Python list
+KEY_LIST = rf"((?:\s*{KEY},?)+)"
+HEADINGS = {  # torch's own error, what load_state_dict(strict=False) returns, torch 0.3's KeyError
+    "missing": (r"Missing key\(s\) in state_dict:", r"missing_keys=\[", r"missing keys in state_dict: \"\{"),
+    "unexpected": (r"Unexpected key\(s\) in state_dict:", r"unexpected_keys=\[", r"\bunexpected key"),
+}
+
+
+def _state_dict_keys(text: str, kind: str) -> set[str] | None:
+    """The keys listed after ``Missing key(s) in state_dict:`` (or ``Unexpected``, or ``missing_keys=[``);
+    None when the text has no such heading."""
+    lists = [re.search(heading + KEY_LIST, text) for heading in HEADINGS[kind]]
+    found = [set(re.findall(KEY, m.group(1))) for m in lists if m]
+    return set().union(*found) if found else None
 
 
 def _differ_by_prefix(prefix: str) -> Callable[[str], bool]:
     """True when adding or removing ``prefix`` turns a missing key into an unexpected one, or back.
 
     Keys that differ in anything else (a renamed layer, another architecture, a checkpoint nested under
-    ``"state_dict"``) are not the prefix's doing, even when both sides start with ``module.``.
+    ``"state_dict"``) are not the prefix's doing, even when both sides start with ``module.``. A pasted part of
+    the message counts too: a key list alone (both spellings of a key listed), or the last part alone (only
+    unexpected keys, all with the prefix, the lines above cut off; not the extra ``num_batches_tracked`` of a
+    newer torch, nor a wrapper's own keys).
     """
 
     def stripped(keys: set[str]) -> set[str]:
         return {key.removeprefix(prefix) for key in keys if key.startswith(prefix)}
 
     def verify(text: str) -> bool:
-        missing, unexpected = _state_dict_keys(text, "Missing"), _state_dict_keys(text, "Unexpected")
-        return bool(stripped(unexpected) & missing or stripped(missing) & unexpected)
+        missing, unexpected = _state_dict_keys(text, "missing"), _state_dict_keys(text, "unexpected")
+        if missing is None and unexpected is None:  # the key list alone
+            keys = set(re.findall(KEY, text))
+            return bool(stripped(keys) & keys)
+        if stripped(unexpected or set()) & (missing or set()) or stripped(missing or set()) & (unexpected or set()):
+            return True
+        first_lines_cut = missing is None and not re.search(r"Error\(s\) in loading state_dict", text)
+        return bool(
+            first_lines_cut
+            and unexpected
+            and len(stripped(unexpected)) == len(unexpected)
+            and not all(key.endswith("num_batches_tracked") for key in unexpected)
+        )
 
     return verify
 
 
+PIDS = r"\W+(?:\w+\W+){0,2}(?:\(pids?(?:\(s\))? [^)]*\)\W+)?(?:\w+\W+){0,2}"  # a DataLoader's worker pids, any number
 TYPE = r"(?:Variable\[)?torch\."  # a legacy tensor type: torch.cuda.FloatTensor, Variable[torch.FloatTensor]
 FLOATS = r"(?:Float|Double|Half|BFloat16)"  # the floating dtypes: a Long/Int mix-up is a different error
 
@@ -74,7 +126,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="fork-reinit",
         title=tr_lazy("Cannot re-initialize CUDA in forked subprocess"),
-        patterns=(r"Cannot re-initialize CUDA in forked subprocess",),
+        patterns=(
+            words("Cannot re-initialize CUDA in forked subprocess"),
+            words("To use CUDA with multiprocessing, you must use the 'spawn' start method"),  # its last line
+        ),
         meaning=tr_lazy(
             "A process made by fork (DataLoader workers and multiprocessing on Linux) used CUDA after its "
             "parent had started it; a forked child cannot use its parent's CUDA context."
@@ -91,8 +146,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="device-side-assert",
         title=tr_lazy("CUDA error: device-side assert triggered"),
         patterns=(
-            r"device-side assert triggered",
-            r"block: \[\d+,\s*\d+,\s*\d+\],? thread: \[\d+,\s*\d+,\s*\d+\],? Assertion",  # the kernel's own line
+            words("device-side assert triggered"),
+            r"block: \[\d+, ?\d+, ?\d+\],? thread: \[\d+, ?\d+, ?\d+\],? Assertion",  # the kernel's own line
+            r"Assertion .[^`']*(?:\bt < n_classes|srcIndex < srcSelectDimSize|index out of bounds)",  # its end alone
+            r"\bcudaErrorAssert\b",  # torch 2.x: "Search for `cudaErrorAssert' in ..."
         ),
         meaning=tr_lazy(
             "A check inside a GPU kernel failed, most often an index out of range: a class label outside "
@@ -111,7 +168,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="label-out-of-range",
         title=tr_lazy("IndexError: Target N is out of bounds (a device-side assert on a GPU)"),
-        patterns=(r"Target -?\d+ is out of bounds",),
+        patterns=(
+            words("Target 1 out of bounds"),  # Target 10 is out of bounds; torch 0.4: Target 100 out of bounds at
+            r"cur_target >= 0 && cur_target < n_classes",  # the CPU kernel's assertion, torch 0.4 to 1.x
+        ),
         meaning=tr_lazy(
             "A class label is outside 0..classes-1 (labels 1..10 for 10 classes, or -1 for 'unknown'). This is "
             "the CPU's readable form of the bug; on a CUDA GPU the same code fails with 'device-side assert triggered'."
@@ -125,7 +185,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="invalid-device-ordinal",
         title=tr_lazy("CUDA error: invalid device ordinal"),
-        patterns=(r"invalid device ordinal",),
+        patterns=(words("invalid device ordinal"), r"\bcudaErrorInvalidDevice\b"),
         meaning=tr_lazy(
             "The code asked for a GPU index this process does not have: cuda:1 on a one-GPU machine, or "
             "CUDA_VISIBLE_DEVICES leaves fewer GPUs than the code assumes (the visible ones are renumbered from 0)."
@@ -146,10 +206,13 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "no kernel image is available for execution on the device (GPU sm_XX not supported by this PyTorch)"
         ),
         patterns=(
-            r"no kernel image is available for execution on the device",
+            words("no kernel image is available for execution on the device"),
             r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation",
-            r"Found GPU\d+ .* which is of (?:cuda|compute) capability",
-            r"PyTorch no longer supports this GPU because it is too old",
+            r"Found GPU\d+ [^.]{0,80} which is of (?:cuda|compute) capability",
+            words("PyTorch no longer supports this GPU because it is too old"),
+            words("The current PyTorch install supports CUDA capabilities"),  # the lines after the first
+            words("If you want to use the ... GPU with PyTorch, please check the instructions at"),
+            r"\bcudaErrorNoKernelImageForDevice\b",
         ),
         meaning=tr_lazy(
             "This PyTorch build has no compiled code for this GPU's architecture (its compute capability): "
@@ -165,7 +228,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="mps-oom",
         title=tr_lazy("MPS backend out of memory (Apple silicon)"),
-        patterns=(r"MPS backend out of memory",),
+        patterns=(
+            words("MPS backend out of memory"),
+            words("Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations"),
+        ),
         meaning=tr_lazy(
             "The Mac's GPU (MPS) reached its memory limit. On Apple silicon the GPU shares the Mac's memory "
             "with everything else. In the message, 'MPS allocated' is what PyTorch's tensors hold, 'other "
@@ -186,9 +252,18 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         title=tr_lazy("CUDA out of memory (torch.OutOfMemoryError)"),
         patterns=(
             r"\bOutOfMemoryError\b",
-            r"\b(?:CUDA|XPU) out of memory",
-            r"CUDA error: out of memory",
-            r"cuda runtime error \(2\) ?: ?out of memory",  # torch 0.4 to 1.x
+            words("CUDA out of memory", gap=3),  # also "CUDA error: out of memory", "cuda runtime error (2) : ..."
+            words("HIP out of memory"),  # ROCm builds
+            words("XPU out of memory"),
+            r"\berror=2 ?: ?out of memory",  # torch 0.4 to 1.x: THCudaCheck FAIL file=... line=... error=2
+            r"\bcudaErrorMemoryAllocation\b",
+            # the lines after the first, which only this message has
+            words("reserved in total by PyTorch"),
+            words("is reserved by PyTorch but unallocated"),
+            words("GPU 0 has a total capacity of"),
+            words("Tried to allocate ... GPU 0 ... total capacity"),
+            words("If reserved memory is >> allocated memory try setting max_split_size_mb"),
+            words("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation"),
         ),
         meaning=tr_lazy(
             "The GPU has no room for the tensor being allocated: the model, the batch's activations, the "
@@ -206,7 +281,12 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="cpu-oom",
         title=tr_lazy("DefaultCPUAllocator: can't allocate memory (out of RAM)"),
-        patterns=(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",),
+        patterns=(
+            words("DefaultCPUAllocator: can't allocate memory"),
+            words("DefaultCPUAllocator: not enough memory"),
+            words("Torch: not enough memory: you tried to allocate"),  # torch 0.4 to 1.0 ("Buy new RAM!")
+            r"posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0",  # torch 1.0, 1.1: errno 12, ENOMEM
+        ),
         meaning=tr_lazy(
             "The operating system refused the memory a CPU tensor needs: the process asked for more RAM than "
             "the machine (or the container's limit) has free. The message gives the size asked for, in bytes."
@@ -223,9 +303,9 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="mps-float64",
         title=tr_lazy("Cannot convert a MPS Tensor to float64 dtype"),
         patterns=(
-            r"Cannot convert a MPS Tensor to float64",
-            r"MPS framework doesn't support float64",
-            r"Trying to convert Double to the MPS backend",
+            words("Cannot convert a MPS Tensor to float64"),
+            words("MPS framework doesn't support float64"),
+            words("Trying to convert Double to the MPS backend"),
         ),
         meaning=tr_lazy(
             "Apple's MPS backend has no float64 (double) tensors, and a float64 tensor was sent to 'mps' "
@@ -240,7 +320,12 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="mps-not-implemented",
         title=tr_lazy("NotImplementedError: The operator '...' is not currently implemented for the MPS device"),
-        patterns=(r"is not current(?:ly)? implemented for the MPS device",),
+        patterns=(
+            words("is not currently implemented for the MPS device"),
+            words("is not current implemented for the MPS device"),  # torch 1.13's wording
+            words("PYTORCH_ENABLE_MPS_FALLBACK=1 to use the CPU as a fallback"),  # its later lines
+            words("please comment on https://github.com/pytorch/pytorch/issues/77764"),
+        ),
         meaning=tr_lazy(
             "Apple's MPS backend has no kernel for this operation in the installed PyTorch; PyTorch raises "
             "rather than running it somewhere else without being asked."
@@ -256,7 +341,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="mps-placeholder",
         title=tr_lazy("Placeholder storage has not been allocated on MPS device!"),
-        patterns=(r"Placeholder storage has not been allocated on MPS device",),
+        patterns=(words("Placeholder storage has not been allocated on MPS device"),),
         meaning=tr_lazy(
             "MPS's own wording of a device mix-up: an operation on the Mac's GPU got a tensor that is still on "
             "the CPU (the input, the labels, a hidden state, or a tensor made without device=)."
@@ -269,24 +354,27 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     ),
     KnownError(
         key="mp-spawn-notebook",
-        title=tr_lazy("mp.spawn: process N terminated with exit code 1 (a function defined in a notebook)"),
-        patterns=(r"process \d+ terminated with exit code \d+",),
+        title=tr_lazy("mp.spawn: process N terminated with exit code 1"),
+        patterns=(words("process 0 terminated with exit code 1"),),
         meaning=tr_lazy(
-            "A process started by torch.multiprocessing.spawn died before it could report an error, most "
-            "often because it could not load the function: spawn starts a fresh Python that must import it, and a "
-            "function defined in a notebook lives in __main__ (the child says: Can't get attribute '...' on "
-            "<module '__main__'>)."
+            "A process started by torch.multiprocessing.spawn died before it could report an error. From a "
+            "notebook, most often it could not load the function: spawn starts a fresh Python that must import it, "
+            "and a function defined in a notebook lives in __main__ (the child says: Can't get attribute '...' on "
+            "<module '__main__'>). From a script, the child's own error is printed above this line; a common one is "
+            "the script's top-level code, which each child runs again when it imports the script."
         ),
         fix=tr_lazy(
-            "Put the function in a .py module and import it (mp.spawn(module.train, nprocs=N)), or write a "
-            "script and start it with torchrun (also from a cell: !torchrun --nproc_per_node=N script.py)."
+            "From a notebook, put the function in a .py module and import it (mp.spawn(module.train, nprocs=N)), "
+            "or write a script and start it with torchrun (also from a cell: !torchrun --nproc_per_node=N "
+            "script.py). From a script, read the child's error above this line, and start the processes under the "
+            'main guard: if __name__ == "__main__": mp.spawn(train, nprocs=N).'
         ),
         lesson=tr_lazy("notebook 08 (many devices), section 4"),
     ),
     KnownError(
         key="dataloader-worker-notebook",
         title=tr_lazy(
-            "DataLoader worker: Can't get attribute '...' on <module '__main__'> (a class defined in a notebook)"
+            "DataLoader worker: Can't get attribute '...' on <module '__main__'> (a class the worker cannot import)"
         ),
         patterns=(  # the worker's own error, read in a worker's (spawn's) traceback, in either order
             r"(?s)\A(?=.*Can't get attribute '[^']+' on <module '__(?:mp_)?main__')"
@@ -294,13 +382,15 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         ),
         meaning=tr_lazy(
             "A worker process died at start. Under 'spawn' (macOS, Windows; Linux from Python 3.14 uses "
-            "'forkserver') each worker is a fresh Python that must import the Dataset class, and a class defined in "
-            "a notebook lives in __main__, which it cannot import (the worker's own error, in the terminal that "
-            "started Jupyter: Can't get attribute '...' on <module '__main__'>)."
+            "'forkserver') each worker is a fresh Python that must import the Dataset class. From a notebook it "
+            "cannot: a class defined in a notebook lives in __main__ (the worker's own error is in the terminal that "
+            "started Jupyter). From a script, the worker imports the script but does not run what sits under its "
+            'if __name__ == "__main__": guard, so a class defined there (or inside a function) does not exist for it.'
         ),
         fix=tr_lazy(
-            "Put the Dataset class (and a collate_fn, if any) in a .py file next to the notebook and import it; "
-            "or keep the data as tensors in a TensorDataset; or use num_workers=0."
+            "Define the Dataset class (and a collate_fn, if any) where a worker can import it: from a notebook, in "
+            "a .py file next to the notebook, imported; from a script, at the script's top level or in a module it "
+            "imports, not under the main guard. Or keep the data as tensors in a TensorDataset; or use num_workers=0."
         ),
         lesson=tr_lazy("notebook 06 (speed), section 3, The notebook pitfall: workers under spawn"),
     ),
@@ -308,10 +398,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="shm-bus-error",
         title=tr_lazy("DataLoader worker (pid N) is killed by signal: Bus error (out of shared memory)"),
         patterns=(
-            r"DataLoader worker \(pid \d+\) is killed by signal: Bus error",
-            r"bus error encountered in worker",
-            r"insufficient shared memory \(shm\)",
-            r"workers are out of shared memory",
+            words("DataLoader worker (pid 1) is killed by signal: Bus error"),
+            words("bus error encountered in worker"),
+            words("insufficient shared memory (shm)"),
+            words("workers are out of shared memory"),
         ),
         meaning=tr_lazy(
             "Workers hand each batch to the main process through shared memory (/dev/shm), and it ran out: "
@@ -332,7 +422,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "An attempt has been made to start a new process before the current process has finished its "
             "bootstrapping phase"
         ),
-        patterns=(r"An attempt has been made to start a new process before the\s+current process has finished",),
+        patterns=(  # Python's own multi-line message: any of its lines
+            words("An attempt has been made to start a new process before the current process has finished"),
+            words("you are not using fork to start your child processes"),
+            words('The "freeze_support()" line can be omitted if the program is not going to be frozen'),
+        ),
         meaning=tr_lazy(
             "Where new processes start by 'spawn' (Windows, macOS), each DataLoader worker (num_workers > 0) or "
             "child process is a fresh Python that first imports your script. A script that starts them at its top "
@@ -349,8 +443,9 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="dataloader-worker-died",
         title=tr_lazy("DataLoader worker (pid(s) ...) exited unexpectedly"),
         patterns=(
-            r"DataLoader worker (?:\(pid\(s\) [^)]*\) )?exited unexpectedly",
-            r"DataLoader worker \(pid \d+\) is killed by signal",
+            words("DataLoader worker") + PIDS + words("exited unexpectedly"),  # (pid(s) N, M); torch 1.x: (pid N)
+            words("DataLoader worker (pid 1) is killed by signal"),
+            words("Details are lost due to multiprocessing. Rerunning with num_workers=0"),  # torch 1.x, its end
         ),
         meaning=tr_lazy(
             "A DataLoader worker process died without reporting an error; the main process only sees that it is "
@@ -370,7 +465,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="ddp-unused-parameters",
         title=tr_lazy("Expected to have finished reduction in the prior iteration"),
-        patterns=(r"Expected to have finished reduction in the prior iteration",),
+        patterns=(
+            words("Expected to have finished reduction in the prior iteration"),
+            words("your module has parameters that were not used in producing loss"),  # the lines after
+            words("which did not receive grad for rank"),
+        ),
         meaning=tr_lazy(
             "DistributedDataParallel waits in backward() for a gradient of every parameter; some parameters "
             "did not take part in computing the loss (an unused layer or head), so the previous step never finished."
@@ -385,7 +484,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="nccl-not-built",
         title=tr_lazy("Distributed package doesn't have NCCL built in"),
-        patterns=(r"Distributed package doesn't have NCCL",),
+        patterns=(words("Distributed package doesn't have NCCL"),),
         meaning=tr_lazy(
             "The code asks for the NCCL backend (backend='nccl', or a library's default), and this PyTorch has "
             "none: builds for Windows and macOS never include NCCL, CPU-only builds neither."
@@ -401,7 +500,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="nccl-no-gpu",
         title=tr_lazy("ProcessGroupNCCL is only supported with GPUs, no GPUs found!"),
-        patterns=(r"ProcessGroupNCCL is only supported with GPUs",),
+        patterns=(words("ProcessGroupNCCL is only supported with GPUs"),),
         meaning=tr_lazy(
             "NCCL connects GPUs, and this process sees none: a machine or a PyTorch build without CUDA, "
             "CUDA_VISIBLE_DEVICES hiding the GPUs, or a driver problem (torch.cuda.is_available() is False)."
@@ -416,7 +515,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="nccl-watchdog-timeout",
         title=tr_lazy("Watchdog caught collective operation timeout: WorkNCCL(...) ran for ... milliseconds"),
-        patterns=(r"Watchdog caught collective operation timeout",),
+        patterns=(
+            words("Watchdog caught collective operation timeout"),
+            words("ran for 600060 milliseconds before timing out"),
+        ),
         meaning=tr_lazy(
             "A collective (an all-reduce in backward(), a broadcast, a barrier) waited longer than the process "
             "group's timeout (Timeout(ms) in the message) for the other ranks, so NCCL's watchdog took the whole "
@@ -435,7 +537,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="port-in-use",
         title=tr_lazy("The server socket has failed to listen on any local network address (address already in use)"),
         patterns=(  # torch 2.x names EADDRINUSE in this message; older releases said "Address already in use"
-            r"failed to listen on any local network address",
+            words("failed to listen on any local network address"),
             # the same words from a web server or Jupyter are not torch.distributed's
             r"(?s)\A(?=.*[Aa]ddress already in use)(?=.*(?:c10d|TCPStore|torch[./]distributed|DistNetworkError|"
             r"MASTER_PORT|rendezvous|init_process_group|torchrun|server socket|RuntimeError: Address already in use))",
@@ -454,7 +556,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="cuda-deserialize",
         title=tr_lazy("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False"),
-        patterns=(r"Attempting to deserialize object on (?:a )?\w+ device",),
+        patterns=(
+            words("Attempting to deserialize object on device"),  # on a CUDA device, on CUDA device 1
+            words("please use torch.load with map_location ... to map your storages"),  # its end alone
+        ),
         meaning=tr_lazy(
             "The checkpoint holds tensors saved from a GPU, and torch.load puts each one back on the device "
             "it was saved from, which this machine lacks (no GPU, or fewer GPUs than the one that saved it)."
@@ -468,7 +573,13 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="weights-only",
         title=tr_lazy("UnpicklingError: Weights only load failed"),
-        patterns=(r"Weights only load failed",),
+        patterns=(
+            words("Weights only load failed"),
+            words("WeightsUnpickler error"),  # the lines after the first
+            words("Unsupported global: GLOBAL"),
+            words("we changed the default value of the `weights_only` argument in `torch.load`"),
+            words("with `weights_only` set to `False` will likely succeed"),
+        ),
         meaning=tr_lazy(
             "torch.load defaults to weights_only=True since PyTorch 2.6: it reads tensors and plain "
             "containers only, and refuses anything else in the file, such as a whole pickled model "
@@ -490,14 +601,15 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         patterns=(r"Can't get attribute '[^']+' on <module '__main__'",),
         meaning=tr_lazy(
             "The file holds a whole pickled model (torch.save(model)), and a pickle stores only the class's "
-            "name and module: here __main__, the script or notebook that saved it. torch.load in another script "
-            "looks for the class in its own __main__ and does not find it."
+            "name and module: here __main__, the script or notebook that saved it. torch.load in another script or "
+            "notebook looks for the class in its own __main__ and does not find it."
         ),
         fix=tr_lazy(
-            "Save and load the state_dict instead: torch.save(model.state_dict(), path), then in any script "
-            "model = Tudui() (the class imported from a .py file) and model.load_state_dict(torch.load(path)). To "
-            "read an existing file you trust, make the class exist under that name first (define it in the loading "
-            "script, or from model import Tudui there), then torch.load(path, weights_only=False)."
+            "Save and load the state_dict instead: torch.save(model.state_dict(), path), then in any script or "
+            "notebook model = Tudui() (the class imported from a .py file) and "
+            "model.load_state_dict(torch.load(path)). To read an existing file you trust, make the class exist under "
+            "that name first (define it in the loading script, or from model import Tudui there), then "
+            "torch.load(path, weights_only=False)."
         ),
         lesson=tr_lazy("notebook 05 (training Tudui), section 9 (checkpoints)"),
         shown=False,
@@ -505,7 +617,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="state-dict-module-prefix",
         title=tr_lazy('load_state_dict: Unexpected key(s) / Missing key(s) starting with "module."'),
-        patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"module\.',),
+        patterns=(r"[\"']module\.[\w.]+[\"']",),  # a key with the prefix; verify compares the keys
         verify=_differ_by_prefix("module."),
         meaning=tr_lazy(
             "The keys differ by a 'module.' prefix: the checkpoint was saved from a DataParallel or "
@@ -522,7 +634,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="state-dict-compile-prefix",
         title=tr_lazy('load_state_dict: Unexpected key(s) / Missing key(s) starting with "_orig_mod."'),
-        patterns=(r'(?:Unexpected|Missing) key\(s\) in state_dict: [^\n]*"_orig_mod\.',),
+        patterns=(r"[\"']_orig_mod\.[\w.]+[\"']",),
         verify=_differ_by_prefix("_orig_mod."),
         meaning=tr_lazy(
             "The keys differ by an '_orig_mod.' prefix: the checkpoint was saved from a torch.compile'd "
@@ -538,7 +650,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="not-compiled-with-cuda",
         title=tr_lazy("AssertionError: Torch not compiled with CUDA enabled"),
-        patterns=(r"Torch not compiled with CUDA enabled",),
+        patterns=(words("Torch not compiled with CUDA enabled"),),
         meaning=tr_lazy(
             "The installed PyTorch is a build without CUDA (torch.version.cuda is None), e.g. a CPU-only "
             "wheel: it cannot use an NVIDIA GPU, whatever the machine has."
@@ -554,7 +666,10 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="no-nvidia-driver",
         title=tr_lazy("Found no NVIDIA driver on your system"),
-        patterns=(r"Found no NVIDIA driver on your system",),
+        patterns=(
+            words("Found no NVIDIA driver on your system"),
+            words("Please check that you have an NVIDIA GPU and installed a driver"),
+        ),
         meaning=tr_lazy(
             "This PyTorch is a CUDA build, but the machine has no NVIDIA driver: no NVIDIA GPU (a laptop, "
             "a Mac, a CI runner), a driver not installed, or a container started without the GPU."
@@ -571,8 +686,9 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="driver-too-old",
         title=tr_lazy("The NVIDIA driver on your system is too old"),
         patterns=(
-            r"NVIDIA driver on your system is too old",
-            r"CUDA driver version is insufficient for CUDA runtime version",
+            words("NVIDIA driver on your system is too old"),
+            words("CUDA driver version is insufficient for CUDA runtime version"),
+            r"\bcudaErrorInsufficientDriver\b",
         ),
         meaning=tr_lazy(
             "The NVIDIA driver is older than the CUDA version this PyTorch wheel was built for "
@@ -588,29 +704,40 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="cuda-cannot-start",
         title=tr_lazy("CUDA unknown error / CUDA driver initialization failed"),
-        patterns=(r"CUDA unknown error", r"CUDA driver initialization failed"),
+        patterns=(
+            words("CUDA unknown error"),
+            words("CUDA driver initialization failed"),
+            r"(?i)(?:CUDA error|cuda runtime error \(\d+\)|error=\d+) ?: ?unknown error",  # torch 0.4 to 1.x
+            words("Unexpected error from cudaGetDeviceCount"),
+            r"\bcudaErrorUnknown\b",
+        ),
         meaning=tr_lazy(
             "CUDA and the driver are installed but CUDA could not start: seen after a driver update without "
             "a reboot, after a laptop wakes from sleep, in a container not given the GPU, or when "
             "CUDA_VISIBLE_DEVICES changed after the program started."
         ),
         fix=tr_lazy(
-            "Restart the kernel (or process); if that does not help, reboot. Check that nvidia-smi works, and set "
-            "CUDA_VISIBLE_DEVICES before Python starts. python -m helpers.doctor checks this machine."
+            "Rerun the script, or restart the notebook's kernel; if that does not help, reboot. Check that "
+            "nvidia-smi works, and set CUDA_VISIBLE_DEVICES before Python starts. python -m helpers.doctor checks "
+            "this machine."
         ),
         lesson=tr_lazy("notebook 00 (prerequisites), section 2"),
     ),
     KnownError(
         key="no-cuda-gpus",
         title=tr_lazy("No CUDA GPUs are available"),
-        patterns=(r"No CUDA GPUs are available", r"no CUDA-capable device is detected"),
+        patterns=(
+            words("No CUDA GPUs are available"),
+            words("no CUDA-capable device is detected"),
+            r"\bcudaErrorNoDevice\b",
+        ),
         meaning=tr_lazy(
             "PyTorch has CUDA and a driver but sees no GPU: usually CUDA_VISIBLE_DEVICES hides them all "
             "(set to an empty value, or to indices that do not exist, such as '1' on a one-GPU machine)."
         ),
         fix=tr_lazy(
             "Check CUDA_VISIBLE_DEVICES and nvidia-smi; unset the variable or name GPUs that exist, before Python "
-            "starts (CUDA reads it once: restart the kernel after changing it). "
+            "starts (CUDA reads it once: after changing it, rerun the script or restart the notebook's kernel). "
             "python -m helpers.doctor checks this machine."
         ),
         lesson=tr_lazy("notebook 00 (prerequisites), sections 2 and 4"),
@@ -618,7 +745,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="invalid-device-string",
         title=tr_lazy("Invalid device string / Expected one of cpu, cuda, ... device type at start of device string"),
-        patterns=(r"device type at start of device string", r"Invalid device string"),
+        patterns=(words("device type at start of device string"), words("Invalid device string")),
         meaning=tr_lazy(
             "torch.device could not read the text: device strings are strict, 'type' or 'type:index', lower "
             "case, no spaces. 'gpu', 'CUDA:0', 'cuda0' and 'cuda: 0' are refused."
@@ -631,7 +758,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="numpy-cuda",
         title=tr_lazy("can't convert cuda:0 device type tensor to numpy"),
-        patterns=(r"(?:can't|cannot) convert (?:\S+ device type|CUDA) tensor to numpy",),
+        patterns=(
+            words("can't convert ... tensor to numpy"),  # cuda:0 device type, CUDA (torch 1.x), mps:0 device type
+            words("cannot convert ... tensor to numpy"),
+            words("Use Tensor.cpu() to copy the tensor to host memory first"),  # its end alone
+        ),
         meaning=tr_lazy(
             "A NumPy array lives in CPU memory, so .numpy() works on CPU tensors only, and this tensor is on "
             "a GPU (or another device)."
@@ -645,7 +776,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="input-weight-type",
         title=tr_lazy("Input type (...) and weight type (...) should be the same"),
-        patterns=(r"Input type \([^)]*\) and (?:weight|bias) type \([^)]*\)",),  # also a title cut short
+        patterns=(words("Input type ... and weight type"), words("Input type ... and bias type")),
         meaning=tr_lazy(
             "A layer got an input on another device, or of another dtype, than its weights: "
             "torch.cuda.FloatTensor against torch.FloatTensor means one is on the GPU and the other on the CPU; "
@@ -668,6 +799,9 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             rf"Expected object of type {TYPE}(cuda\.|){FLOATS}Tensor\]? but found type {TYPE}\1{FLOATS}Tensor",  # 0.4
             r"mat1 and mat2 (?:must|to) have the same dtype",
             r"expected m1 and m2 to have the same dtype",
+            rf"but type {TYPE}(cuda\.|){FLOATS}Tensor does not equal {TYPE}\1{FLOATS}Tensor",  # torch 1.x
+            rf"Found dtype {FLOATS} but expected {FLOATS}",  # a loss's backward (an MSE target of float64)
+            rf"expected dtype {FLOATS} but got dtype {FLOATS}",  # torch 1.3 to 1.5
         ),
         meaning=tr_lazy(
             "Two tensors in one operation have different floating-point dtypes: a float32 input and float64 "
@@ -686,12 +820,16 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         key="same-device",
         title=tr_lazy("Expected all tensors to be on the same device"),
         patterns=(
-            r"Expected all tensors to be on the same device",
-            r"is not on the expected device",  # the meta device's wording
-            r"found two different devices",  # FakeTensor (torch.compile tracing), torch 2.7
-            r"are not at the same device",  # recurrent layers (LSTM, GRU)
+            words("Expected all tensors to be on the same device"),
+            words("is not on the expected device"),  # the meta device's wording
+            words("found two different devices"),  # FakeTensor (torch.compile tracing), torch 2.7
+            words("are not at the same device"),  # recurrent layers (LSTM, GRU)
             r"indices should be either on \w+ or on the same device as the indexed tensor",
-            r"input tensors must be on the same device",  # torch.cat, torch 1.x
+            words("must be on the same device"),  # torch.cat, torch 1.x: All input tensors must be ...
+            words("module must have its parameters and buffers on device"),  # DataParallel
+            words("arguments are located on different GPUs"),  # torch 0.3, 0.4
+            r"(?i)Expect(?:ed)? tensor to have (\w+) Backend, but got tensor with (?!\1\b)\w+ Backend",  # torch 1.x
+            r"expected device ([\w:]+)(?: and dtype \w+)? but got device (?!\1\b)[\w:]+",  # torch 1.5 to 1.7
             # torch 0.4 to 1.x: the device types differ (the same backend with two dtypes is a dtype error)
             r"Expected object of device type \w+ but got device type \w+",
             r"Expected object of backend (\w+) but got backend (?!\1\b)\w+",
@@ -700,6 +838,8 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             rf"Expected object of type {TYPE}(?!cuda\.)\w+\]? but found type {TYPE}cuda\.",
             r"is on (?:CPU|GPU(?: \d+)?), but expected (?:it|them) to be on (?:CPU|GPU)",
             r"to have the same device as tensor for argument",
+            rf"but type {TYPE}cuda\.\w+ does not equal {TYPE}(?!cuda\.)",  # torch 1.x: ... to have the same type as ...
+            rf"but type {TYPE}(?!cuda\.)\w+ does not equal {TYPE}cuda\.",
         ),
         meaning=tr_lazy(
             "One operation got tensors on different devices: the model on the GPU but the input, the labels "
@@ -717,7 +857,7 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
     KnownError(
         key="cublas-context-warning",
         title=tr_lazy("UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!"),
-        patterns=(r"Attempting to run cuBLAS, but there was no current CUDA context",),
+        patterns=(words("Attempting to run cuBLAS, but there was no current CUDA context"),),
         meaning=tr_lazy(
             "Harmless: a one-time warning at a process's first backward() on some CUDA machines. The "
             "backward pass runs on a thread of PyTorch's own, which sets up the GPU for itself there."
@@ -730,14 +870,58 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
 )
 
 
+QUOTES = str.maketrans(  # what editors, blogs and forums make of a message's quotes and dashes
+    {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u2032": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"',
+     "\u2033": '"', "\u2010": "-", "\u2011": "-", "\u2013": "-", "\u2014": "-", "\u2212": "-",
+     "\u200b": None, "\u200c": None, "\u200d": None, "\u2060": None, "\ufeff": None}
+)  # fmt: skip
+LINE_PREFIX = re.compile(  # what a launcher or a tool puts in front of each line
+    r"^[ \t]*(?:\[(?:rank|default)\d+\]:[ \t]?|E(?=[ \t]{2})|>+(?=[ \t]|$))+", re.M
+)  # torchrun's rank prefixes ([rank0]:, [default0]:), pytest's E, quoted mail and markdown, >>> prompts
+SCAFFOLDING = re.compile(  # a traceback's lines that are no part of any message
+    r"^[ \t]*(?:Traceback \(most recent call last\):?|During handling of the above exception, another exception "
+    r"occurred:|The above exception was the direct cause of the following exception:|[~^ ]*\^[~^ ]*)[ \t]*$",
+    re.M,
+)
+HOME = re.compile(r"(?:[A-Za-z]:)?/(?:home|Users)/[^/\s'\"]+", re.I)  # ~ for anyone's home directory
+
+
 def _clean(text: str) -> str:
-    return ANSI.sub("", text)
+    """The text as the patterns read it: one line, whatever the paste did to it.
+
+    Colour codes, HTML entities (&#39;), full-width characters (Chinese posts), typographic quotes and dashes,
+    and invisible characters become plain text; the prefixes a launcher or tool writes before each line and a
+    traceback's own lines go; Windows paths use /, a home directory reads ~, an address 0x...; every run of
+    spaces and line breaks becomes one space, so a message wrapped over lines reads as it was raised.
+    """
+    text = ANSI.sub("", text)
+    if "&" in text:
+        text = html.unescape(text)
+    text = unicodedata.normalize("NFKC", text).translate(QUOTES)
+    text = re.sub(r"\b(\w*(?:Error|Exception|Warning)):(?=\S)", r"\1: ", text)  # RuntimeError：x, a full-width colon
+    text = SCAFFOLDING.sub("", LINE_PREFIX.sub("", text))
+    text = re.sub(r"(?<=[\w.~:$)])\\(?=[\w.~$-])", "/", text)  # C:\Users\me\x.py, ..\torch\csrc
+    text = HOME.sub("~", text)
+    text = re.sub(r"\b0x[0-9a-fA-F]{6,}\b", "0x...", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+HARMLESS = frozenset({"cublas-context-warning"})  # a warning printed on the way: never the error itself
 
 
 def match(text: str) -> KnownError | None:
-    """The first entry (in table order: the most specific first) whose patterns occur in ``text``."""
+    """The entry for the error that ``text`` names first, or None.
+
+    A paste can name more than one: an error and a hint printed after it (a program's "If you encounter CUDA out of
+    memory ..." under a CPU allocator's error), a root error and what it led to (a worker's own error, then the main
+    process's). The first one named is the root, so it wins; at the same place, table order (the most specific
+    entry first); a harmless warning only when nothing else is there.
+    """
     text = _clean(text)
-    return next((entry for entry in KNOWN_ERRORS if entry.matches(text)), None)
+    found = [
+        (entry.key in HARMLESS, at, i) for i, entry in enumerate(KNOWN_ERRORS) if (at := entry.where(text)) is not None
+    ]
+    return KNOWN_ERRORS[min(found)[2]] if found else None
 
 
 def exception_text(exc: BaseException) -> str:

@@ -11,12 +11,16 @@ explanation, and the errors next to them that are not device errors get none.
 
 from __future__ import annotations
 
+import html
 import inspect
 import io
 import json
 import mmap
 import multiprocessing.spawn
 import re
+import subprocess
+import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -27,7 +31,15 @@ from torch import nn
 from helpers import known_errors, simulate
 from helpers.checkpoints import tag_as_saved_on
 from helpers.child import run_python
-from helpers.known_errors import KNOWN_ERRORS, KnownError, explain_exception, explain_text_cli, match, render
+from helpers.known_errors import (
+    KNOWN_ERRORS,
+    KnownError,
+    exception_text,
+    explain_exception,
+    explain_text_cli,
+    match,
+    render,
+)
 from tools import course
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "gpu_error_messages.json").read_text())
@@ -383,16 +395,30 @@ CUBLAS_WARNING = (
 # Rewording the fragments must stop the match, and each fragment must still be in the installed torch.
 RELIED_ON = [
     ("same-device", recorded("same_device_matmul"), ["Expected all tensors to be on the same device"], "any"),
-    ("numpy-cuda", recorded("numpy_cuda"), ["device type tensor to numpy"], "any"),
+    (
+        "numpy-cuda",
+        recorded("numpy_cuda"),
+        ["device type tensor to numpy", "copy the tensor to host memory first"],
+        "any",
+    ),
     ("input-weight-type", recorded("conv_cuda_input_cpu_weight"), ["and weight type"], "any"),
     ("input-weight-type", recorded("conv_half_input"), ["bias type"], "any"),
     ("invalid-device-string", recorded("bad_string"), ["device type at start of device string"], "any"),
     ("invalid-device-string", recorded("bad_string2"), ["Invalid device string"], "any"),
-    ("fork-reinit", recorded("fork_reinit"), ["Cannot re-initialize CUDA in forked subprocess"], "any"),
+    (
+        "fork-reinit",
+        recorded("fork_reinit"),
+        ["Cannot re-initialize CUDA in forked subprocess", "you must use the 'spawn' start method"],
+        "any",
+    ),
     (
         "ddp-unused-parameters",
         recorded("ddp_unused"),
-        ["Expected to have finished reduction in the prior iteration"],
+        [
+            "Expected to have finished reduction in the prior iteration",
+            "parameters that were not used in producing loss",
+            "did not receive grad for rank",
+        ],
         "any",
     ),
     (
@@ -444,7 +470,7 @@ RELIED_ON = [
         "nccl-watchdog-timeout",
         "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
-        ["Watchdog caught collective operation timeout"],
+        ["Watchdog caught collective operation timeout", "milliseconds before timing out"],
         "cuda",
     ),
     (
@@ -452,7 +478,7 @@ RELIED_ON = [
         "RuntimeError: MPS backend out of memory (MPS allocated: 2.44 GB, other allocations: 4.34 GB, max allowed: "
         "6.77 GB). Tried to allocate 10.58 MB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable "
         "upper limit for memory allocations (may cause system failure).",
-        ["MPS backend out of memory"],
+        ["MPS backend out of memory", "to disable upper limit for memory allocations"],
         "mps",
     ),
     (
@@ -460,7 +486,7 @@ RELIED_ON = [
         "NotImplementedError: The operator 'aten::_slow_conv2d_forward' is not currently implemented for the MPS "
         "device. As a temporary fix, you can set the environment variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use "
         "the CPU as a fallback for this op. WARNING: this will be slower than running natively on MPS.",
-        ["is not currently implemented for the MPS device"],
+        ["is not currently implemented for the MPS device", "to use the CPU as a fallback"],
         "mps",
     ),
     (
@@ -470,16 +496,32 @@ RELIED_ON = [
         "mps",
     ),
     ("invalid-device-ordinal", recorded("invalid_ordinal"), ["invalid device ordinal"], "cuda"),
-    ("device-side-assert", recorded("device_assert"), ["device-side assert triggered"], "cuda"),
+    ("device-side-assert", recorded("device_assert"), ["device-side assert triggered", "cudaErrorAssert"], "cuda"),
     (
         "no-kernel-image",
         "RuntimeError: CUDA error: no kernel image is available for execution on the device",
         ["no kernel image is available for execution on the device"],
         "cuda",
     ),
-    ("cuda-oom", recorded("oom"), ["OutOfMemoryError", "CUDA out of memory"], "cuda"),
+    (
+        "cuda-oom",
+        recorded("oom"),
+        [
+            "OutOfMemoryError",
+            "CUDA out of memory",
+            "has a total capacity of",
+            "reserved by PyTorch but unallocated",
+            "to avoid fragmentation",
+        ],
+        "cuda",
+    ),
     ("no-cuda-gpus", recorded("cvd_missing"), ["No CUDA GPUs are available"], "cuda"),
-    ("no-nvidia-driver", f"RuntimeError: {simulate.NO_DRIVER}", ["Found no NVIDIA driver on your system"], "cuda"),
+    (
+        "no-nvidia-driver",
+        f"RuntimeError: {simulate.NO_DRIVER}",
+        ["Found no NVIDIA driver on your system", "Please check that you have an NVIDIA GPU"],
+        "cuda",
+    ),
     ("driver-too-old", f"RuntimeError: {simulate.DRIVER_TOO_OLD}", ["NVIDIA driver on your system is too old"], "cuda"),
     ("driver-too-old", DRIVER_INSUFFICIENT, ["CUDA driver version is insufficient for CUDA runtime version"], "cuda"),
     ("cuda-cannot-start", f"RuntimeError: {simulate.UNKNOWN_ERROR}", ["CUDA unknown error"], "cuda"),
@@ -610,6 +652,15 @@ def test_the_more_specific_entry_wins():
     assert match(in_worker).key == "fork-reinit"
     both = "UserWarning: Attempting to run cuBLAS, but there was no current CUDA context!\n" + recorded("oom")
     assert match(both).key == "cuda-oom"  # the harmless warning never hides the real error
+
+
+def test_the_error_named_first_wins_over_a_hint_after_it():
+    """A program's hint under the real error names another one: the error the paste names first is explained."""
+    cpu = exception_text(raised(lambda: torch.empty(2**50)))
+    hint = "If you encounter CUDA out of memory, try to set --tile with a smaller number."
+    assert match(cpu) is ENTRIES["cpu-oom"] and match(hint) is ENTRIES["cuda-oom"]
+    assert match(f"{cpu}\n{hint}") is ENTRIES["cpu-oom"]
+    assert match(f"{recorded('oom')}\n{cpu}") is ENTRIES["cuda-oom"]
 
 
 def test_colour_codes_do_not_hide_a_message():
@@ -795,6 +846,11 @@ def test_an_error_no_lesson_shows_says_so_and_names_its_topics_lesson(key):
 # --- (e) messages people pasted --------------------------------------------------------------------------
 
 
+OPTIMIZER_FOREACH = (
+    "optimizer-foreach-device"  # the optimizer's foreach check ("Tensors of the same index ..."): its own entry
+)
+
+
 def _verdict(message: str) -> KnownError | None:
     """What both the clinic (an exception, read as the clinic reads it) and --explain (the text) say."""
     by_text = match(message)
@@ -809,7 +865,7 @@ def test_the_corpus_is_what_it_claims():
     for case in in_scope + out_of_scope:
         assert case["message"].strip() and re.match(r"https?://\S+$", case["source"]), case
         assert not re.search(r"/(?:home|Users)/\w+/", case["message"]), case["message"]  # anonymised
-    assert {case["key"] for case in in_scope} <= set(ENTRIES)
+    assert {case["key"] for case in in_scope} <= set(ENTRIES) | {OPTIMIZER_FOREACH}
     assert all(case["fix_word"] for case in in_scope)
     assert any(case.get("language") == "zh" for case in in_scope)
     versions = {case["torch"].split(".")[0] for case in in_scope if "torch" in case}
@@ -835,3 +891,223 @@ def test_pasted_messages_that_are_not_device_errors_are_not_claimed():
     ]
     print("\n".join(["claimed:", *claimed]) if claimed else "none claimed")
     assert not claimed, "\n".join(claimed)
+
+
+# --- (f) pasted as people paste them --------------------------------------------------------------------------------
+
+
+def _pasted(text: str) -> dict[str, str]:
+    """What pasting does to a message, one way at a time."""
+    lines = textwrap.wrap(text, 60, break_long_words=False, break_on_hyphens=False)
+    return {
+        "wrapped at 60 columns": "\n".join(lines),
+        "typographic quotes (a blog)": text.replace("'", "\u2019").replace('"', "\u201d"),
+        "HTML entities (a web page's source)": html.escape(text),
+        "torchrun's rank prefix on each line": "\n".join(f"[rank1]: {line}" for line in lines),
+        "pytest's E on each line": "\n".join(f"E       {line}" for line in lines),
+        "colour codes": f"\x1b[0;31m{text}\x1b[0m",
+        "full-width colons (a Chinese editor)": text.replace(": ", "\uff1a"),
+        "Windows line ends and no-break spaces": text.replace("\n", "\r\n").replace(" ", "\u00a0", 3),
+    }
+
+
+PASTED_IN_SCOPE = [(case["message"], case["key"]) for case in CORPUS["in_scope"]] + [
+    (recorded(name), key) for name, key in FIXTURE_KEYS.items() if key
+]
+
+
+@pytest.mark.parametrize("way", list(_pasted("x")))
+def test_a_message_reads_the_same_however_it_was_pasted(way):
+    wrong = []
+    for message, key in PASTED_IN_SCOPE:
+        if (entry := match(message)) is not None and entry.key == key:  # the corpus test counts the misses
+            got = match(_pasted(message)[way])
+            if got is not entry:
+                wrong.append(f"{key} got {got and got.key}: {message[:100]!r}")
+    claimed = [c["message"][:100] for c in CORPUS["out_of_scope"] if match(_pasted(c["message"])[way]) is not None]
+    assert not wrong and not claimed, (wrong, claimed)
+
+
+def _from(text: str, marker: str) -> str:
+    """The part of a message a learner pasted, from ``marker`` on: the lines above it were cut off."""
+    assert marker in text, (marker, text)
+    return text[text.index(marker) :]
+
+
+def test_a_message_pasted_without_its_first_lines():
+    spawn_text = re.search(r"'{3}(.*?)'{3}", inspect.getsource(multiprocessing.spawn._check_not_importing_main), re.S)
+    tails = {  # real messages, their first line(s) cut off
+        "windows-spawn-main": _from(spawn_text.group(1), "This probably means"),
+        "cuda-oom": _from(recorded("oom"), "GPU 0 has a total capacity"),
+        "ddp-unused-parameters": _from(recorded("ddp_unused"), "Parameter indices which did not receive grad"),
+        "cuda-deserialize": _from(str(raised(_checkpoint_from_a_gpu)), "If you are running on a CPU-only machine"),
+        "fork-reinit": _from(recorded("fork_reinit"), "To use CUDA with multiprocessing"),
+        "numpy-cuda": _from(recorded("numpy_cuda"), "Use Tensor.cpu()"),
+        "no-nvidia-driver": _from(simulate.NO_DRIVER, "Please check that you have an NVIDIA GPU"),
+    }
+    for key, tail in tails.items():
+        assert match(tail) is ENTRIES[key], tail
+
+
+def test_a_state_dict_error_pasted_in_part():
+    """The key lists of a real error, without the lines above them, or alone; the same cuts of an error that is
+    not the prefix's doing claim nothing."""
+    state = {"module.0.weight": torch.ones(2, 2), "module.0.bias": torch.ones(2)}
+    message = f"RuntimeError: {raised(_into_plain(state))}"
+    lines = message.splitlines()  # Error(s) in loading state_dict for ...: / Missing key(s) / Unexpected key(s)
+    assert lines[0].startswith("RuntimeError: Error(s) in loading state_dict") and len(lines) == 3, lines
+    keys_alone = ", ".join(re.findall(r'"[^"]+"', message))
+    for part in ("\n".join(lines[1:]), lines[-1].strip(), keys_alone):
+        assert match(part) is ENTRIES["state-dict-module-prefix"], part
+    result = nn.Sequential(nn.Linear(2, 2)).load_state_dict(state, strict=False)  # printed, then pasted
+    assert match(repr(result)) is ENTRIES["state-dict-module-prefix"], repr(result)
+
+    other = f"RuntimeError: {raised(_another_architecture_under_data_parallel)}"
+    other_lines = other.splitlines()
+    for part in (other, "\n".join(other_lines[1:]), ", ".join(re.findall(r'"[^"]+"', other))):
+        assert match(part) is None, part
+    # torch listed no missing keys: the checkpoint holds more than the model, not the prefix's doing
+    assert match(f"{other_lines[0]}\n{other_lines[-1]}") is None
+    extra = 'Unexpected key(s) in state_dict: "module.bn1.num_batches_tracked", "module.bn2.num_batches_tracked".'
+    assert match(extra) is None  # a newer torch's buffers, not a prefix
+
+
+def _with_words_inserted(fragment: str) -> str:
+    parts = fragment.split(" ")
+    middle = len(parts) // 2
+    return " ".join([*parts[:middle], "input", "two", *parts[middle:]])
+
+
+@pytest.mark.parametrize("case", RELIED_ON, ids=[f"{k}:{f[0][:30]}" for k, _, f, _ in RELIED_ON])
+def test_a_known_message_with_words_inserted(case):
+    """A release, a device or a tensor type adds a word or two in the middle of a wording the table knows: two
+    words inserted in each fragment the match relies on (a one-word fragment reworded) keep the match."""
+    key, message, fragments, _ = case
+    if not any(" " in fragment.strip() for fragment in fragments):
+        pytest.skip("no fragment of several words")
+    for fragment in fragments:
+        message = message.replace(fragment, _with_words_inserted(fragment) if " " in fragment.strip() else "<reworded>")
+    assert match(message) is ENTRIES[key], message
+
+
+OLDER_WORDINGS = [  # (entry, the message as an older torch raised it, the releases)
+    (
+        "dataloader-worker-died",
+        "RuntimeError: DataLoader worker (pid 17406) exited unexpectedly with exit code 1. Details are lost due to "
+        "multiprocessing. Rerunning with num_workers=0 may give better error trace.",
+        "torch 1.0 to 1.4",
+    ),
+    (
+        "same-device",
+        "RuntimeError: Expected tensor to have CPU Backend, but got tensor with CUDA Backend (while checking "
+        "arguments for cudnn_ctc_loss)",
+        "torch 1.0 to 1.4",
+    ),
+    (
+        "same-device",
+        "RuntimeError: Expect tensor to have CPU backend, but got tensor with CUDA Backend (while checking arguments "
+        "for addmm)",
+        "torch 1.x, a CPU-only kernel",
+    ),
+    ("same-device", "RuntimeError: expected device cuda:0 but got device cpu", "torch 1.5 to 1.7"),
+    (
+        "same-device",
+        "RuntimeError: arguments are located on different GPUs at "
+        "/pytorch/aten/src/THC/generic/THCTensorMathPointwise.cu:233",
+        "torch 0.3, 0.4",
+    ),
+    (
+        "cpu-oom",
+        "RuntimeError: $ Torch: not enough memory: you tried to allocate 21GB. Buy new RAM! at "
+        "/pytorch/aten/src/TH/THGeneral.cpp:201",
+        "torch 0.4, 1.0",
+    ),
+    (
+        "cuda-cannot-start",
+        "RuntimeError: cuda runtime error (30) : unknown error at /pytorch/aten/src/THC/THCGeneral.cpp:51",
+        "torch 0.4 to 1.x",
+    ),
+    (
+        "cuda-oom",
+        "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=2 : out of memory",
+        "torch 0.4 to 1.x",
+    ),
+    (
+        "label-out-of-range",
+        "RuntimeError: Assertion `cur_target >= 0 && cur_target < n_classes' failed.  at "
+        "/pytorch/aten/src/THNN/generic/ClassNLLCriterion.c:93",
+        "torch 0.4 to 1.x, on the CPU",
+    ),
+    ("dtype-mismatch", "RuntimeError: Found dtype Double but expected Float", "a loss's backward, torch 1.x to 2.x"),
+    (
+        "cpu-oom",
+        "RuntimeError: [enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0",
+        "torch 1.0, 1.1",
+    ),
+    ("state-dict-module-prefix", "KeyError: 'unexpected key \"module.conv1.weight\" in state_dict'", "torch 0.2, 0.3"),
+]
+OLDER_NOT_DEVICE_ERRORS = [  # the same older shapes, about dtypes or one device: not these entries' business
+    "RuntimeError: expected device cuda:0 and dtype Float but got device cuda:0 and dtype Long",
+    "RuntimeError: Found dtype Long but expected Float",
+    "RuntimeError: cuda runtime error (77) : an illegal memory access was encountered at "
+    "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:265",
+]
+
+
+@pytest.mark.parametrize("case", OLDER_WORDINGS, ids=[f"{k}:{r}" for k, _, r in OLDER_WORDINGS])
+def test_older_wordings_of_errors_the_table_knows(case):
+    key, message, _ = case
+    assert match(message) is ENTRIES[key], message
+
+
+@pytest.mark.parametrize("message", OLDER_NOT_DEVICE_ERRORS)
+def test_older_wordings_that_are_not_device_errors(message):
+    assert match(message) is None
+
+
+NOTEBOOK_WORDS = re.compile(r"\bnotebook|\bJupyter\b|\bkernel\b(?! image)|\ba cell\b")
+SCRIPT_WORDS = re.compile(r"\bscript\b|\bprocess\b|\bPython\b")
+
+
+def test_notes_say_what_to_do_from_a_script_and_from_a_notebook():
+    """A pasted message may come from either: a note that speaks of a notebook also says what a script does."""
+    for entry in KNOWN_ERRORS:
+        text = f"{entry.meaning} {entry.fix}".replace("GPU kernel", "").replace("CPU kernels", "")
+        if NOTEBOOK_WORDS.search(text):
+            assert SCRIPT_WORDS.search(text), f"{entry.key} speaks of a notebook only"
+
+
+SCRIPT = r"""
+import torch
+from torch.utils.data import DataLoader, Dataset
+from helpers.child_stderr import capture_child_stderr
+from helpers.known_errors import match, render
+
+if __name__ == "__main__":
+
+    class Squares(Dataset):  # under the main guard: a worker that imports this script never defines it
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return torch.tensor(i * i)
+
+    with capture_child_stderr() as children:
+        try:
+            list(DataLoader(Squares(), batch_size=2, num_workers=1, multiprocessing_context="spawn"))
+        except Exception:
+            pass
+    entry = match(children.text)
+    print(children.text[-300:].replace(chr(10), " "))
+    print(entry and entry.key)
+    print(entry and render(entry).replace(chr(10), " "))
+"""
+
+
+def test_a_worker_error_from_a_script_gets_a_note_for_scripts(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, check=True)
+    text, key, note = done.stdout.strip().splitlines()[-3:]
+    assert "Can't get attribute 'Squares'" in text and key == "dataloader-worker-notebook", text
+    assert "From a script" in note and "__main__" in note, note
