@@ -11,5 +11,5 @@ CUBLAS_CONTEXT_WARNING = "ignore:Attempting to run cuBLAS:UserWarning"  # no com
 os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), CUBLAS_CONTEXT_WARNING]))
 
 # The tests read the course's messages in English whatever this machine's locale; tests of the Chinese edition
-# set COURSE_LANG=zh-CN themselves (helpers/i18n.py).
+# set COURSE_LANG=zh-CN themselves (helpers/course/i18n.py).
 os.environ["COURSE_LANG"] = "en"

@@ -42,8 +42,8 @@ def worker(steps: int, batch: int, device_type: str = "cpu") -> None:
     from torch import nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from helpers.data import SyntheticCIFAR, as_tensors
-    from helpers.models import Tudui
+    from helpers.lesson.data import SyntheticCIFAR, as_tensors
+    from helpers.lesson.models import Tudui
 
     world_size = int(os.environ.get("WORLD_SIZE", 1))
     rank = int(os.environ.get("RANK", 0))
@@ -91,8 +91,8 @@ def worker(steps: int, batch: int, device_type: str = "cpu") -> None:
 
 def measure(ddp: bool, steps: int, batch: int, device: str, nproc: int, threads: int, timeout: float) -> float:
     """Images/s of one run: ``nproc`` DDP processes of ``batch`` each, or one process of ``batch``."""
-    from helpers.child import run_python
-    from helpers.launch import torchrun
+    from helpers.distributed.launch import torchrun
+    from helpers.lab.child import run_python
 
     script = str(Path(__file__).resolve())
     worker_args = ["--worker", "--device", device, "--steps", str(steps), "--batch", str(batch)]

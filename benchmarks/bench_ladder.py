@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from helpers.data import load_cifar10
-from helpers.devices import DeviceError, pick_device
-from helpers.speed import run_ladder
+from helpers.lesson.data import load_cifar10
+from helpers.lesson.devices import DeviceError, pick_device
+from helpers.lesson.speed import run_ladder
 
 QUICK_SKIP = {"compile": "--quick (a first compilation takes tens of seconds on a CPU)"}
 

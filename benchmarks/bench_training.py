@@ -1,6 +1,6 @@
 """How fast is the course's training loop? Two comparisons, in one run, on the same data and device.
 
-(a) images/s of the course's loop (``helpers.training.train_one_epoch``, progress bar and loss
+(a) images/s of the course's loop (``helpers.lesson.training.train_one_epoch``, progress bar and loss
     bookkeeping included) against a minimal hand-written loop. The course's loop must keep at
     least 0.95 of the bare loop's throughput.
 (b) images/s of the same training loop fed by a DataLoader over per-image transforms (``ToTensor``,
@@ -23,11 +23,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Subset
 
-from helpers.alternate import alternated
-from helpers.data import as_tensors, load_cifar10
-from helpers.devices import DeviceError, pick_device
-from helpers.models import Tudui
-from helpers.training import TensorBatches, train_one_epoch
+from helpers.lab.alternate import alternated
+from helpers.lesson.data import as_tensors, load_cifar10
+from helpers.lesson.devices import DeviceError, pick_device
+from helpers.lesson.models import Tudui
+from helpers.lesson.training import TensorBatches, train_one_epoch
 
 MIN_COURSE_RATIO = 0.95
 

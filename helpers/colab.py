@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.i18n import set_language, tr, tr_lazy
+from helpers.course.i18n import set_language, tr, tr_lazy
 
 COLAB_GPU_HINT = tr_lazy(
     "No GPU is attached to this Colab runtime, so the notebook runs on the CPU (every cell still works).\n"

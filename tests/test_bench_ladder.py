@@ -2,7 +2,7 @@
 
 import csv
 
-from helpers import data as D
+from helpers.lesson import data as D
 from tools import course, gpu_check
 
 

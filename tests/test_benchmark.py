@@ -1,6 +1,6 @@
 """The training benchmark runs and prints both ratios."""
 
-from helpers import data as D
+from helpers.lesson import data as D
 from tools import course
 
 

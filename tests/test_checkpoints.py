@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import checkpoints
-from helpers.models import Tudui
+from helpers.lesson import checkpoints
+from helpers.lesson.models import Tudui
 
 
 def test_save_load_round_trip_same_predictions(tmp_path):
@@ -128,7 +128,7 @@ def test_refusal_summary_names_what_was_refused(tmp_path):
         torch.load(path)
     first, culprit = checkpoints.refusal_summary(info.value).splitlines()
     assert first == "UnpicklingError: Weights only load failed."
-    assert "Unsupported global" in culprit and "helpers.models.Tudui" in culprit
+    assert "Unsupported global" in culprit and "helpers.lesson.models.Tudui" in culprit
 
 
 def test_a_dtype_change_after_loading_keeps_parameters_but_leaves_the_state_behind(tmp_path):

@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from helpers import clinic
-from helpers.known_errors import KNOWN_ERRORS, render
+from helpers.clinic.known_errors import KNOWN_ERRORS, render
 from tools import course
 
 MISMATCH = 'torch.ones(3) + torch.ones(3, device="meta")  # a device mix-up any machine raises'
@@ -173,7 +173,7 @@ def test_unknown_errors_keep_every_frame_and_the_learners_functions_stay(execute
 def test_frames_are_sorted_by_file():
     import torch
 
-    from helpers import simulate
+    from helpers.lab import simulate
 
     assert not clinic.is_learners(torch.__file__) and not clinic.is_learners(simulate.__file__)
     assert not clinic.is_learners(re.__file__) and not clinic.is_learners("<frozen importlib._bootstrap>")

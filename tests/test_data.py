@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import data as D
+from helpers.lesson import data as D
 
 
 @pytest.fixture
@@ -234,7 +234,7 @@ def test_pack_without_a_download_says_what_to_do(fake_checksums, tmp_path, capsy
     assert D.main(["pack", str(tmp_path / "p.tar.gz"), "--from", str(empty)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"No CIFAR-10 download in {empty}/ (looked for cifar-10-python.tar.gz and the {BASE} folder)")
-    assert "python -m helpers.data download" in err and "--from" in err
+    assert "python -m helpers data download" in err and "--from" in err
     broken = tmp_path / "broken"
     shutil.copytree(fake_checksums, broken / BASE)
     (broken / BASE / "data_batch_3").write_bytes(b"half")
@@ -287,7 +287,7 @@ def test_course_data_that_holds_no_cifar10_says_what_to_do(fake_checksums, no_ne
 
     missing = error(tmp_path / "nowhere.tar.gz")
     assert missing.startswith(f"COURSE_DATA={tmp_path / 'nowhere.tar.gz'}: no such file or folder.")
-    assert "python -m helpers.data pack cifar10-pack.tar.gz" in missing and "unset COURSE_DATA" in missing
+    assert "python -m helpers data pack cifar10-pack.tar.gz" in missing and "unset COURSE_DATA" in missing
     (tmp_path / "empty").mkdir()
     assert "this folder holds no CIFAR-10" in error(tmp_path / "empty")
     (tmp_path / "notes.tar.gz").write_text("not an archive")
@@ -308,7 +308,7 @@ def test_download_command_saves_cifar10_and_says_what_next(fake_checksums, tmp_p
 
     monkeypatch.setattr(cifar, "download_and_extract_archive", download_and_extract_archive)
     assert D.main(["download", "--root", str(tmp_path / "data")]) == 0
-    assert "Next: python -m helpers.data pack cifar10-pack.tar.gz" in capsys.readouterr().out
+    assert "Next: python -m helpers data pack cifar10-pack.tar.gz" in capsys.readouterr().out
     monkeypatch.setattr(cifar, "download_and_extract_archive", fail_download())
     assert D.main(["download", "--root", str(tmp_path / "other")]) == 1
     assert "Run this where there is internet" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Real torchrun jobs with gloo on CPU processes: DDP, a collective timeout, two nodes, FSDP2.
 
-Every job runs through helpers.launch with a timeout (the whole process group is killed when it
+Every job runs through helpers.distributed.launch with a timeout (the whole process group is killed when it
 expires) and on a free loopback port, so a hang fails the test instead of blocking the suite.
 """
 
@@ -13,9 +13,9 @@ from unittest import mock
 import pytest
 import torch
 
-from helpers import ddp_train
-from helpers.launch import Run, free_port, joined_text, torchrun, torchrun_nodes
-from helpers.simulate import simulated_machine
+from helpers.distributed import ddp_train
+from helpers.distributed.launch import Run, free_port, joined_text, torchrun, torchrun_nodes
+from helpers.lab.simulate import simulated_machine
 from tools import course
 
 TIMEOUT = 300  # seconds for one job on a loaded 2-core machine; a job takes about 10 s on an idle one
@@ -35,7 +35,7 @@ def test_run_text_keeps_each_ranks_lines_in_order_and_ranks_in_number_order():
 
 
 def test_only_an_abort_at_shutdown_counts_as_one():
-    from helpers.launch import SHUTDOWN_ABORT, _aborted_at_shutdown
+    from helpers.distributed.launch import SHUTDOWN_ABORT, _aborted_at_shutdown
 
     assert _aborted_at_shutdown([Run("", -6, "done", SHUTDOWN_ABORT, 1.0)])
     assert not _aborted_at_shutdown([Run("", 1, "", "RuntimeError: Timed out", 1.0)])
@@ -54,7 +54,7 @@ def test_two_processes_train_as_one_and_resume_on_one(tmp_path):
     """2 processes x 32 == 1 process x 64; rank 0's checkpoint has no prefix and resumes in one process."""
     ckpt, result = str(tmp_path / "ddp.pt"), str(tmp_path / "ddp.json")
     args = ["--device", "cpu", "--samples", "256", "--seed", "3"]
-    run = torchrun("helpers.ddp_train", *args, "--epochs", "1", "--checkpoint", ckpt, "--result", result,
+    run = torchrun("helpers", "ddp-train", *args, "--epochs", "1", "--checkpoint", ckpt, "--result", result,
                    timeout=TIMEOUT).check()  # fmt: skip
     assert "2 process(es) x batch 32 = effective batch 64" in run.text()
     assert "parameters identical on all 2 process(es): True" in run.text()
@@ -75,7 +75,7 @@ def test_two_processes_train_as_one_and_resume_on_one(tmp_path):
 
 
 def test_a_collective_only_rank_0_calls_fails_fast():
-    run = torchrun("helpers.collective_timeout", "--timeout", "3", timeout=TIMEOUT)
+    run = torchrun("helpers", "collective-timeout", "--timeout", "3", timeout=TIMEOUT)
     assert run.returncode != 0 and not run.timed_out
     assert "rank 0 gave up" in run.text() and "timed out" in run.text().lower()
     waited = float(re.search(r"gave up after ([\d.]+) s \(timeout 3 s\)", run.text()).group(1))
@@ -90,14 +90,14 @@ def test_the_default_timeouts_are_the_ones_the_notebook_names():
 
 
 def test_a_job_past_its_timeout_is_killed():
-    run = torchrun("helpers.collective_timeout", "--timeout", "600", timeout=5)
+    run = torchrun("helpers", "collective-timeout", "--timeout", "600", timeout=5)
     assert run.timed_out and run.seconds < 60
     with pytest.raises(RuntimeError, match="timed out"):
         run.check()
 
 
 def test_two_nodes_on_localhost():
-    nodes = torchrun_nodes("helpers.ddp_train", "--device", "cpu", "--samples", "128", "--epochs", "1",
+    nodes = torchrun_nodes("helpers", "ddp-train", "--device", "cpu", "--samples", "128", "--epochs", "1",
                            nnodes=2, nproc_per_node=1, timeout=TIMEOUT)  # fmt: skip
     for node in nodes:
         node.check()
@@ -109,7 +109,7 @@ def test_two_nodes_on_localhost():
 def test_fsdp_shards_and_matches_one_process(tmp_path):
     result = tmp_path / "fsdp.json"
     args = ["--device", "cpu", "--samples", "256", "--epochs", "1"]
-    torchrun("helpers.fsdp_train", *args, "--result", result, timeout=TIMEOUT).check()
+    torchrun("helpers", "fsdp-train", *args, "--result", result, timeout=TIMEOUT).check()
     fsdp = json.loads(result.read_text())
     for name, size in fsdp["full"].items():
         assert [s[name] for s in fsdp["shards"]] == [(size + 1) // 2, size // 2], name
@@ -125,7 +125,7 @@ def test_fsdp_shards_and_matches_one_process(tmp_path):
 def test_the_old_gloo_workaround_does_nothing_where_gloo_averages():
     import torch.distributed as dist
 
-    from helpers import fsdp_train
+    from helpers.distributed import fsdp_train
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:

@@ -1,14 +1,14 @@
-"""helpers.devices on simulated machines: no GPU, one GPU, two GPUs, Apple MPS only."""
+"""helpers.lesson.devices on simulated machines: no GPU, one GPU, two GPUs, Apple MPS only."""
 
 import contextlib
 
 import pytest
 import torch
 
-from helpers import devices
-from helpers.config import DEVICE_ENV
-from helpers.devices import DeviceError, all_gpus, available_devices, parse_device, pick_device
-from helpers.simulate import simulated_machine
+from helpers.course.config import DEVICE_ENV
+from helpers.lab.simulate import simulated_machine
+from helpers.lesson import devices
+from helpers.lesson.devices import DeviceError, all_gpus, available_devices, parse_device, pick_device
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""helpers.doctor on simulated machines (Facts built by hand), then for real on this machine."""
+"""helpers.clinic.doctor on simulated machines (Facts built by hand), then for real on this machine."""
 
 import builtins
 import json
@@ -11,9 +11,10 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import doctor, simulate
-from helpers.doctor import Check, Facts, Gpu, diagnose, main, matching_torchvision, render
-from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.clinic import doctor
+from helpers.clinic.doctor import Check, Facts, Gpu, diagnose, main, matching_torchvision, render
+from helpers.lab import simulate
+from helpers.lab.simulate import DRIVER_TOO_OLD, simulated_machine
 from tools import course
 
 H200 = Gpu(0, "NVIDIA H200", 139.8, "9.0")
@@ -651,7 +652,7 @@ def test_report_order():
 def run_doctor(**env: str) -> subprocess.CompletedProcess:
     child_env = {k: v for k, v in os.environ.items() if k != "COURSE_DEVICE"} | env
     return subprocess.run(
-        [sys.executable, "-m", "helpers.doctor"],
+        [sys.executable, "-m", "helpers", "doctor"],
         capture_output=True,
         text=True,
         env=child_env,
@@ -761,7 +762,7 @@ def test_report_of_this_machine_holds_nothing_private():
     import socket
 
     result = subprocess.run(
-        [sys.executable, "-m", "helpers.doctor", "--report"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "helpers", "doctor", "--report"], capture_output=True, text=True, timeout=300
     )
     assert result.stdout.startswith("```text\nsystem: ") and "course device: " in result.stdout
     for private in (os.path.expanduser("~"), getpass.getuser(), socket.gethostname()):

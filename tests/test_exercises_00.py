@@ -258,7 +258,7 @@ def choice_conditional_expression():
 
 
 def choice_course_helper():
-    from helpers.devices import pick_device
+    from helpers.lesson.devices import pick_device
 
     return pick_device("auto")
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from helpers.exercises import ex01_cuda as check
-from helpers.simulate import simulated_machine
+from helpers.lab.simulate import simulated_machine
 
 
 def unwritten(*args):

@@ -5,8 +5,8 @@ import re
 import pytest
 import torch
 
-from helpers.devices import DeviceError, pick_device
 from helpers.exercises import ex03_devices as check
+from helpers.lesson.devices import DeviceError, pick_device
 
 
 def unwritten(*args):
@@ -175,7 +175,7 @@ def choose_own_availability(text):
 
 
 def choose_with_suggest(text):
-    from helpers.devices import suggest
+    from helpers.lesson.devices import suggest
 
     if text.strip().lower() in ("", "auto"):
         return pick_device("auto")

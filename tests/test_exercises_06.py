@@ -328,7 +328,7 @@ class LoaderArgsort:
 
 class LoaderTensorBatches:
     def __init__(self, images, labels, batch_size):
-        from helpers.training import TensorBatches
+        from helpers.lesson.training import TensorBatches
 
         self.inner = TensorBatches(images, labels, batch_size, shuffle=True)
 
@@ -576,7 +576,7 @@ def amp_returns_scaled(model, imgs, targets, loss_fn, optimizer, scaler):
 
 
 def amp_course_dtype(model, imgs, targets, loss_fn, optimizer, scaler):
-    from helpers.speed import amp_dtype
+    from helpers.lesson.speed import amp_dtype
 
     optimizer.zero_grad()
     with torch.autocast(imgs.device.type, dtype=amp_dtype(imgs.device)):

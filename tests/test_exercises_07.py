@@ -9,8 +9,13 @@ import torch
 from torch import nn
 
 from helpers.exercises import ex07_memory as check
-from helpers.memory import estimate_training_memory, is_out_of_memory, largest_batch_that_fits, measure_training_memory
-from helpers.memory_budget import LiveBytes
+from helpers.lab.memory_budget import LiveBytes
+from helpers.lesson.memory import (
+    estimate_training_memory,
+    is_out_of_memory,
+    largest_batch_that_fits,
+    measure_training_memory,
+)
 
 COPIES = {"sgd": 0, "sgd_momentum": 1, "adam": 2}
 

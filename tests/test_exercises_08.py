@@ -10,7 +10,7 @@ from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 from torch.utils.data import DataLoader, DistributedSampler, Subset
 
 from helpers.exercises import ex08_distributed as check
-from helpers.models import Tudui
+from helpers.lesson.models import Tudui
 
 
 def unwritten(*args):

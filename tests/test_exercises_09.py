@@ -23,9 +23,10 @@ from torch.utils.data import (
     default_collate,
 )
 
-from helpers.checkpoints import load
 from helpers.exercises import ex09_clinic as check
-from helpers.models import Tudui
+from helpers.lab.gpu_rules import like_a_gpu
+from helpers.lesson.checkpoints import load
+from helpers.lesson.models import Tudui
 
 
 def unwritten(*args):
@@ -422,14 +423,14 @@ META_MISSES = {  # mixes that meta's own kernels let through and a GPU refuses
 
 @pytest.mark.parametrize("mix", META_MISSES)
 def test_gpu_rules_refuse_what_meta_lets_through(mix):
-    with check.like_a_gpu() as rules, pytest.raises(RuntimeError, match="same device|indices should be either on"):
+    with like_a_gpu() as rules, pytest.raises(RuntimeError, match="same device|indices should be either on"):
         META_MISSES[mix](torch.device("meta"))
     assert rules.refusals
 
 
 def test_gpu_rules_allow_what_a_gpu_allows():
     meta = torch.device("meta")
-    with check.like_a_gpu() as rules:
+    with like_a_gpu() as rules:
         assert torch.ones(5, device=meta)[torch.tensor([0, 1])].device == meta  # CPU indices (a blocking copy)
         assert torch.ones(5, device=meta)[torch.ones(5, dtype=torch.bool)].device == meta
         assert (torch.ones(2, device=meta) * torch.tensor(2.0)).device == meta  # a 0-dim CPU tensor
@@ -440,7 +441,7 @@ def test_gpu_rules_allow_what_a_gpu_allows():
 def test_like_a_gpu_keeps_a_lazy_module_lazy_until_its_first_call():
     head = nn.LazyLinear(10)
     weight = head.weight
-    with check.like_a_gpu():
+    with like_a_gpu():
         head.to("meta")
         assert head.weight is weight and head.has_uninitialized_params() and weight.device.type == "meta"
         assert head(torch.ones(2, 16, device="meta")).shape == (2, 10)

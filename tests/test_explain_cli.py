@@ -1,4 +1,4 @@
-"""``python -m helpers.doctor --explain MESSAGE``: a pasted error message explained in a terminal."""
+"""``python -m helpers doctor --explain MESSAGE``: a pasted error message explained in a terminal."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from helpers import doctor
-from helpers.known_errors import KNOWN_ERRORS, render
+from helpers.clinic import doctor
+from helpers.clinic.known_errors import KNOWN_ERRORS, render
 from tools import course
 
 NUMPY = "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."  # noqa: E501
@@ -45,7 +45,7 @@ def test_a_whole_pasted_traceback(capsys):
 def test_unknown_message_exits_1_and_points_to_the_doctor(capsys):
     assert doctor.main(["--explain", UNKNOWN]) == 1
     assert (
-        capsys.readouterr().out.strip() == "Not a known device error; `python -m helpers.doctor` checks this machine."
+        capsys.readouterr().out.strip() == "Not a known device error; `python -m helpers doctor` checks this machine."
     )
 
 
@@ -75,7 +75,7 @@ def test_help_names_the_option(capsys):
 def test_in_a_real_terminal_command():
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "helpers.doctor", *args],
+            [sys.executable, "-m", "helpers", "doctor", *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -92,10 +92,11 @@ def test_in_a_real_terminal_command():
 
 
 def test_the_clinic_and_explain_share_one_matching_function(monkeypatch, capsys):
-    """No copy of the matching: both go through helpers.known_errors.match, whatever it answers."""
+    """No copy of the matching: both go through helpers.clinic.known_errors.match, whatever it answers."""
     from types import SimpleNamespace
 
-    from helpers import clinic, known_errors
+    from helpers import clinic
+    from helpers.clinic import known_errors
 
     seen = []
 

@@ -52,6 +52,6 @@ def test_tests_workflow_runs_the_readme_commands_everywhere():
 
 def test_device_error_form_asks_for_the_doctors_report():
     form = (GITHUB / "ISSUE_TEMPLATE" / "device_error.yml").read_text()
-    assert "python -m helpers.doctor --report" in form
+    assert "python -m helpers doctor --report" in form
     for field in ("The error message", "The code that raised it", "Where it ran"):
         assert field in form

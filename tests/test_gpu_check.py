@@ -14,8 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import data as D
-from helpers import doctor, gpu_figures
+from helpers.clinic import doctor
+from helpers.course import gpu_figures
+from helpers.lesson import data as D
 from tools import course
 from tools import gpu_check as G
 
@@ -91,7 +92,7 @@ class FakeRun:
 
     def __call__(self, command, env, cwd, timeout_s):
         text = " ".join(command[1:])
-        name = next(n for n, key in [("figures", "--measure-figures"), ("doctor", "helpers.doctor"),
+        name = next(n for n, key in [("figures", "--measure-figures"), ("doctor", "helpers.clinic.doctor"),
                                      ("suite", "pytest"), ("benchmark", "bench_training"),
                                      ("training", "train_tudui"), ("ladder", "bench_ladder"),
                                      ("ddp", "bench_ddp"), ("extra", "extra")] if key in text)  # fmt: skip
@@ -160,7 +161,7 @@ def test_detect_without_a_usable_gpu(monkeypatch, build, why):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.version, "cuda", build)
     machine, text = G.detect()
-    assert machine is None and why in text and "python -m helpers.doctor" in text
+    assert machine is None and why in text and "python -m helpers doctor" in text
 
 
 def test_the_command_itself_without_a_visible_gpu():
@@ -399,7 +400,7 @@ def test_real_benchmark_output_parses(monkeypatch, tmp_path, capsys):
 
 def test_real_training_output_parses(monkeypatch, tmp_path, capsys):
     """train_tudui's own output (one quick CPU epoch) is read as the GPU check reads it."""
-    from helpers import train_tudui
+    from helpers.distributed import train_tudui
 
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (128, 64))
     monkeypatch.chdir(tmp_path)
@@ -420,7 +421,7 @@ def test_benchmarks_gpu_check_table_has_the_rows_columns():
 
 def test_real_ddp_benchmark_output_parses(monkeypatch, capsys):
     """bench_ddp.py --device cuda's own printing (the runs stubbed: no GPU here) is read as the GPU check reads it."""
-    from helpers.simulate import simulated_machine
+    from helpers.lab.simulate import simulated_machine
 
     bench = course.load_benchmark("bench_ddp")
     runs = []
@@ -444,7 +445,7 @@ def test_real_ddp_benchmark_output_parses(monkeypatch, capsys):
 
 
 def test_the_ddp_benchmark_without_enough_gpus_says_so(capsys):
-    from helpers.simulate import simulated_machine
+    from helpers.lab.simulate import simulated_machine
 
     bench = course.load_benchmark("bench_ddp")
     with simulated_machine(cuda=1), pytest.raises(SystemExit) as exit_info:

@@ -1,4 +1,4 @@
-"""The figures recorded on a GPU (helpers/gpu_figures.json) and the notebooks that show them without one."""
+"""The figures recorded on a GPU (helpers/course/gpu_figures.json) and the notebooks that show them without one."""
 
 import datetime
 import json
@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from helpers import gpu_figures
+from helpers.course import gpu_figures
 from tools import course
 from tools import gpu_check as G
 
@@ -97,5 +97,5 @@ def test_the_stored_outputs_show_what_the_data_file_holds():
 def test_the_data_file_ships_with_the_package():
     with open(course.ROOT / "pyproject.toml", "rb") as f:
         package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
-    assert gpu_figures.FIGURES_FILE.name in package_data["helpers"]
-    assert gpu_figures.FIGURES_FILE.parent == course.ROOT / "helpers"
+    assert "course/" + gpu_figures.FIGURES_FILE.name in package_data["helpers"]
+    assert gpu_figures.FIGURES_FILE.parent == course.ROOT / "helpers" / "course"

@@ -1,4 +1,4 @@
-"""`python -m helpers.grade FOLDER`: one CSV row per learner notebook, whatever the notebook does."""
+"""`python -m helpers grade FOLDER`: one CSV row per learner notebook, whatever the notebook does."""
 
 import codecs
 import copy
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import grade
+from helpers.course import grade
 from helpers.exercises import NOT_WRITTEN, VERDICTS_ENV
 from helpers.exercises import ex01_cuda as check
 

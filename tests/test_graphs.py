@@ -3,8 +3,8 @@
 import torch
 from torch import nn
 
-from helpers.graphs import graph_nodes
-from helpers.models import Tudui
+from helpers.lab.graphs import graph_nodes
+from helpers.lesson.models import Tudui
 
 
 def test_a_loss_total_keeps_every_batchs_graph():

@@ -28,10 +28,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import known_errors, simulate
-from helpers.checkpoints import tag_as_saved_on
-from helpers.child import run_python
-from helpers.known_errors import (
+from helpers.clinic import known_errors
+from helpers.clinic.known_errors import (
     KNOWN_ERRORS,
     KnownError,
     exception_text,
@@ -40,6 +38,9 @@ from helpers.known_errors import (
     match,
     render,
 )
+from helpers.lab import simulate
+from helpers.lab.child import run_python
+from helpers.lesson.checkpoints import tag_as_saved_on
 from tools import course
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "gpu_error_messages.json").read_text())
@@ -280,8 +281,8 @@ import json
 import torch
 import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, Dataset
-from helpers.child_stderr import capture_child_stderr
-from helpers.known_errors import explain_exception, match
+from helpers.lab.child import capture_child_stderr
+from helpers.clinic.known_errors import explain_exception, match
 
 
 class Squares(Dataset):  # defined in __main__, as in a notebook
@@ -599,7 +600,7 @@ def test_mps_float64_wordings():
 WHOLE_MODEL = r"""
 import io
 import torch
-from helpers.known_errors import exception_text
+from helpers.clinic.known_errors import exception_text
 
 
 class Tudui(torch.nn.Module):  # the saving script's own class: pickled as __main__.Tudui
@@ -1080,8 +1081,8 @@ def test_notes_say_what_to_do_from_a_script_and_from_a_notebook():
 SCRIPT = r"""
 import torch
 from torch.utils.data import DataLoader, Dataset
-from helpers.child_stderr import capture_child_stderr
-from helpers.known_errors import match, render
+from helpers.lab.child import capture_child_stderr
+from helpers.clinic.known_errors import match, render
 
 if __name__ == "__main__":
 

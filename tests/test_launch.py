@@ -1,10 +1,11 @@
-"""helpers.launch: a port already in use, for real with torchrun on 2 CPU processes, and the advice it gets."""
+"""helpers.distributed.launch: a port already in use, for real with torchrun on 2 CPU processes, and the advice it
+gets."""
 
 import socket
 
 import pytest
 
-from helpers.launch import LaunchError, Run, port_in_use_advice, torchrun
+from helpers.distributed.launch import LaunchError, Run, port_in_use_advice, torchrun
 
 TIMEOUT = 300  # seconds; torchrun gives up on a taken port in about 3 s
 
@@ -37,7 +38,7 @@ def test_torchrun_on_a_port_in_use_fails_at_once_with_what_to_do():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = torchrun("helpers.train_tudui", "--quick", "--device", "cpu", master_port=port, timeout=TIMEOUT)
+        run = torchrun("helpers", "train-tudui", "--quick", "--device", "cpu", master_port=port, timeout=TIMEOUT)
     assert f"--master-port={port}" in run.command and "--standalone" not in run.command
     assert run.returncode != 0 and not run.timed_out
     assert "data: " not in run.stdout, "no process of the job started"

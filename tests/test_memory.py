@@ -4,7 +4,10 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.memory import (
+from helpers.lab.memory_budget import LiveBytes, SimulatedGpuMemory
+from helpers.lab.peak_rss import peak_rss
+from helpers.lab.simulate import simulated_machine
+from helpers.lesson.memory import (
     EXAMPLE_OOM,
     MiB,
     SavedTensors,
@@ -15,10 +18,7 @@ from helpers.memory import (
     parse_size,
     read_oom_message,
 )
-from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
-from helpers.models import Tudui
-from helpers.peak_rss import peak_rss
-from helpers.simulate import simulated_machine
+from helpers.lesson.models import Tudui
 
 
 def mlp():

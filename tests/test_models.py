@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from helpers.models import Tudui, count_parameters
+from helpers.lesson.models import Tudui, count_parameters
 
 
 def test_parameter_count():

@@ -1,7 +1,7 @@
 """Notebooks 00 and 01 on machines CI does not have: their own cells, run under simulated machine states.
 
 Each test takes the cells that decide what a notebook prints and asserts, straight from the notebook
-file, and runs them under ``helpers.simulate.simulated_machine`` (or, for the child processes of notebook
+file, and runs them under ``helpers.lab.simulate.simulated_machine`` (or, for the child processes of notebook
 00 section 4, against what CUDA reports with 0 to 8 GPUs). The cells' own asserts must hold everywhere.
 Notebook 02's branches all put real tensors on the device, which no simulated GPU can hold; its
 timing-dependent cells ignore their output and assert only the structure.
@@ -16,8 +16,8 @@ import nbformat
 import pytest
 import torch
 
-from helpers import simulate, visible_gpus
-from helpers.simulate import simulated_machine
+from helpers.lab import simulate, visible_gpus
+from helpers.lab.simulate import simulated_machine
 from tools import course
 
 NB00 = course.NOTEBOOKS / "00_prerequisites.ipynb"
@@ -224,7 +224,7 @@ def test_01_no_usable_gpu_section_holds_whatever_the_error(machine, capsys):
 
 def test_00_doctor_without_nvidia_smi_but_with_a_working_gpu():
     """Section 8's report in a container that has CUDA but not nvidia-smi: the driver works."""
-    from helpers.doctor import Facts, Gpu, diagnose
+    from helpers.clinic.doctor import Facts, Gpu, diagnose
 
     facts = Facts(
         torch_version="2.14.1+cu130",

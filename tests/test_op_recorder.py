@@ -1,8 +1,8 @@
-"""helpers.op_recorder: what notebook 03's going-deeper recorder shows, on every supported torch."""
+"""helpers.lab.op_recorder: what notebook 03's going-deeper recorder shows, on every supported torch."""
 
 import torch
 
-from helpers.op_recorder import RecordOps
+from helpers.lab.op_recorder import RecordOps
 
 
 def test_factory_with_device_is_one_operation():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import run_plan as R
+from helpers.course import run_plan as R
 
 
 @pytest.fixture

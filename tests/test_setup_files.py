@@ -8,7 +8,7 @@ from importlib import metadata
 
 import pytest
 
-from helpers import doctor
+from helpers.clinic import doctor
 from tools import course, floor
 
 PYPROJECT = tomllib.loads((course.ROOT / "pyproject.toml").read_text())
@@ -71,7 +71,7 @@ def test_readme_quick_start_comes_first_and_fits_a_screen():
     first_line = quick[first_install:].splitlines()[0]
     assert "--index-url https://download.pytorch.org/whl/cpu" in first_line, "the CPU-only build is the first install"
     assert quick.index("without** an NVIDIA GPU") < first_install
-    assert "python -m helpers.doctor" in quick
+    assert "python -m helpers doctor" in quick
 
 
 def ci_commands() -> list[tuple[str, str]]:
@@ -155,7 +155,8 @@ def test_ruff_is_clean():
 
 def test_import_helpers_is_light():
     code = (
-        "import sys, torch; before = set(sys.modules); import helpers, helpers.devices, helpers.colab, helpers.doctor;"
+        "import sys, torch; before = set(sys.modules); "
+        "import helpers, helpers.lesson.devices, helpers.colab, helpers.clinic.doctor;"
         "heavy = {m.split('.')[0] for m in set(sys.modules) - before} & "
         "{'torchvision', 'matplotlib', 'tqdm', 'IPython', 'nbformat', 'pandas', 'scipy'}; print(sorted(heavy))"
     )

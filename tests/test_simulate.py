@@ -1,13 +1,14 @@
-"""helpers.simulate: the machine states the checks and tests fake, as torch itself would report them."""
+"""helpers.lab.simulate: the machine states the checks and tests fake, as torch itself would report them."""
 
 import os
 
 import pytest
 import torch
 
-from helpers import devices, simulate
-from helpers.config import DEVICE_ENV
-from helpers.simulate import simulated_machine
+from helpers.course.config import DEVICE_ENV
+from helpers.lab import simulate
+from helpers.lab.simulate import simulated_machine
+from helpers.lesson import devices
 
 INIT_ERRORS = [simulate.NO_DRIVER, simulate.DRIVER_TOO_OLD, simulate.UNKNOWN_ERROR, simulate.INIT_FAILED]
 

@@ -123,8 +123,8 @@ def test_no_shown_code_cell_is_only_checks_or_a_linter_pragma(built):
 
 
 def test_a_traceback_shows_the_learners_frames_and_its_last_line(built):
-    """Like the error clinic (helpers/clinic.py): the cell's own frame and the error's last line, no library frame
-    and no path of the machine that stored it."""
+    """Like the error clinic (helpers/clinic/__init__.py): the cell's own frame and the error's last line, no library
+    frame and no path of the machine that stored it."""
     page = (built["html"] / "notebooks/03_device_objects.html").read_text(encoding="utf-8")
     tracebacks = [page_text(t) for t in re.findall(r'<div class="output traceback[^"]*">(.*?)</pre>', page, re.DOTALL)]
     assert tracebacks, "lesson 03 shows an error on purpose"
@@ -155,7 +155,7 @@ def test_staged_notebook_keeps_every_cell_and_output_but_the_widgets():
 
 
 def test_error_index_lists_every_known_error_with_its_lesson(built):
-    from helpers.known_errors import KNOWN_ERRORS
+    from helpers.clinic.known_errors import KNOWN_ERRORS
 
     page = (built["html"] / "errors.html").read_text(encoding="utf-8")
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())

@@ -2,9 +2,10 @@
 
 import torch
 
-from helpers.alternate import alternated
-from helpers.data import synthetic
-from helpers.speed import (
+from helpers.lab.alternate import alternated
+from helpers.lab.sync_recorder import record_syncs
+from helpers.lesson.data import synthetic
+from helpers.lesson.speed import (
     LadderResult,
     RungRun,
     amp_dtype,
@@ -14,7 +15,6 @@ from helpers.speed import (
     speed_verdict,
     why_not,
 )
-from helpers.sync_recorder import record_syncs
 
 
 def test_alternated_orders_and_ratios():
@@ -36,7 +36,7 @@ def test_ladder_is_cumulative():
 
 
 def test_amp_dtype_is_bfloat16_only_where_the_gpu_runs_it_natively():
-    from helpers.simulate import simulated_machine
+    from helpers.lab.simulate import simulated_machine
 
     # a T4 (7.5) or V100 (7.0): torch.cuda.is_bf16_supported() says True there by default (emulated bfloat16)
     for capability, dtype in (((7, 5), torch.float16), ((7, 0), torch.float16), ((8, 0), torch.bfloat16),
@@ -56,9 +56,9 @@ def test_the_article_rung_copies_as_the_article_does():
 
 
 def test_the_article_rung_waits_for_each_copy_and_the_next_rung_does_not(monkeypatch):
-    from helpers import data as D
-    from helpers.data import as_tensors
-    from helpers.sync_recorder import BLOCKING_COPY
+    from helpers.lab.sync_recorder import BLOCKING_COPY
+    from helpers.lesson import data as D
+    from helpers.lesson.data import as_tensors
 
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))
     data = synthetic(True)
@@ -125,7 +125,7 @@ def test_ladder_plot_colours_by_the_article_loop_and_hatches_accuracy_drops():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.speed_plots import SPEED_COLOURS, SPEED_LABELS, ladder_bars, plot_ladder
+    from helpers.lab.speed_plots import SPEED_COLOURS, SPEED_LABELS, ladder_bars, plot_ladder
 
     rounds = ([1.0] * 5, [0.7, 0.8, 0.75, 0.9, 0.8], [0.9, 1.1, 1.3, 1.2, 1.25], [1.5, 1.6, 1.4, 1.7, 1.5])
     result = _result((1.0, 0.8, 1.2, 1.5), rounds, accuracy=(0.9, 0.9, 0.9, 0.7))
@@ -153,18 +153,18 @@ def test_quick_ladder_draws_every_rung_grey():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.speed_plots import ladder_bars
+    from helpers.lab.speed_plots import ladder_bars
 
     bars = ladder_bars(_result((1.0, 0.5, 3.0), repeats=1))
     assert [b["verdict"] for b in bars] == ["baseline", "not distinguishable", "not distinguishable"]
 
 
 def test_rungs_train_and_sync_as_described(monkeypatch):
-    from helpers import data as D
+    from helpers.lesson import data as D
 
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))  # 4 batches of 64 are enough here
     data = synthetic(True)
-    from helpers.data import as_tensors
+    from helpers.lesson.data import as_tensors
 
     tensors = as_tensors(data.train)
     syncs = {}
@@ -239,7 +239,7 @@ def test_child_stderr_is_captured():
     import subprocess
     import sys
 
-    from helpers.child_stderr import capture_child_stderr
+    from helpers.lab.child import capture_child_stderr
 
     with capture_child_stderr() as err:
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n')"], check=True)
@@ -250,7 +250,7 @@ def test_a_cpu_copy_is_not_drawn_against_pcie_lines():
     import matplotlib
 
     matplotlib.use("Agg")
-    from helpers.speed_plots import PCIE_X16_GB_S, plot_bandwidth
+    from helpers.lab.speed_plots import PCIE_X16_GB_S, plot_bandwidth
 
     sizes, rates = [4096, 32768], {"this CPU copying host memory (not a transfer)": [0.5, 0.4]}
     cpu = plot_bandwidth(sizes, rates, "host memory", pcie_lines=False)

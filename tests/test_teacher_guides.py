@@ -6,7 +6,7 @@ A guide names the lesson's parts in a syntax this test reads:
   its ``#`` marks (e.g. ``§[2. Is there a usable CUDA GPU?]``); brackets inside it must pair, one level deep;
 - an exercise check: ``check.NAME``, as the notebook's check cell calls it (e.g. ``check.gpu_inventory``); written
   ``Exercise N (`check.NAME`)``, N must be that exercise's number in the lesson;
-- an entry of the error clinic: ``[clinic: KEY]``, a key of ``helpers.known_errors.KNOWN_ERRORS``.
+- an entry of the error clinic: ``[clinic: KEY]``, a key of ``helpers.clinic.known_errors.KNOWN_ERRORS``.
 
 Each guide has the six sections below (``## `` headings) and two plans, ``### 45-minute plan`` and
 ``### 90-minute plan``: tables whose first column is the minutes of each row, adding up to 45 and 90.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.known_errors import KNOWN_ERRORS
+from helpers.clinic.known_errors import KNOWN_ERRORS
 from tools import course
 
 GUIDES = course.NOTEBOOKS / "guides"

@@ -1,4 +1,4 @@
-"""python -m helpers.train_tudui: help, device errors, training, resuming, Ctrl-C."""
+"""python -m helpers train-tudui: help, device errors, training, resuming, Ctrl-C."""
 
 import subprocess
 import sys
@@ -6,13 +6,13 @@ import sys
 import pytest
 import torch
 
-from helpers import checkpoints, training
-from helpers import data as D
-from helpers.train_tudui import main
+from helpers.distributed.train_tudui import main
+from helpers.lesson import checkpoints, training
+from helpers.lesson import data as D
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "helpers.train_tudui", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "helpers", "train-tudui", *args], capture_output=True, text=True)
 
 
 def test_help_documents_the_options():

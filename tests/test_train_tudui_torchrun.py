@@ -1,7 +1,7 @@
-"""python -m helpers.train_tudui under torchrun: 2 CPU processes (gloo), resuming across process counts, errors,
+"""python -m helpers train-tudui under torchrun: 2 CPU processes (gloo), resuming across process counts, errors,
 a process that fails, a port already in use, the test set shared out.
 
-The torchrun job runs through helpers.launch with a timeout (the whole process group is killed when
+The torchrun job runs through helpers.distributed.launch with a timeout (the whole process group is killed when
 it expires) so a hang fails the test instead of blocking the suite.
 """
 
@@ -13,13 +13,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from helpers import checkpoints
-from helpers import data as D
-from helpers.launch import torchrun
-from helpers.models import Tudui
-from helpers.simulate import simulated_machine
-from helpers.train_tudui import main
-from helpers.training import evaluate
+from helpers.distributed.launch import torchrun
+from helpers.distributed.train_tudui import main
+from helpers.lab.simulate import simulated_machine
+from helpers.lesson import checkpoints
+from helpers.lesson import data as D
+from helpers.lesson.models import Tudui
+from helpers.lesson.training import evaluate
 
 TIMEOUT = 300  # seconds for the job on a loaded 2-core machine; about 10 s on an idle one
 
@@ -41,7 +41,7 @@ def test_two_processes_resume_one_and_are_resumed_by_one(tmp_path, monkeypatch, 
     assert main([*common, "--epochs", "1"]) == 0  # one process
     capsys.readouterr()
 
-    run = torchrun("helpers.train_tudui", *common, "--epochs", "2", timeout=TIMEOUT).check()  # two processes
+    run = torchrun("helpers", "train-tudui", *common, "--epochs", "2", timeout=TIMEOUT).check()  # two processes
     text = run.text()
     assert "device: cpu in each of 2 processes (DDP, gloo), batch 32 each = effective batch 64" in text
     assert "resumed from" in text and "epoch 1 done" in text and "epoch 2:" in text
@@ -81,8 +81,8 @@ def test_more_processes_than_gpus_is_refused(torchrun_env, capsys):
     assert "--device cpu" in err
 
 
-# helpers.train_tudui as torchrun runs it, with what a test needs and the command has no option for: tiny data
-# (an odd-sized test set, which 2 ranks cannot share evenly), each rank's data order and test images printed,
+# helpers.distributed.train_tudui as torchrun runs it, with what a test needs and the command has no option for:
+# tiny data (an odd-sized test set, which 2 ranks cannot share evenly), each rank's data order and test images printed,
 # and rank 1 failing at a chosen optimizer step (FAIL_RANK_1_AT_STEP).
 FAULTY = textwrap.dedent("""\
     import os, sys, zlib
@@ -90,7 +90,8 @@ FAULTY = textwrap.dedent("""\
     import torch
     from torch.utils.data import DistributedSampler
 
-    from helpers import data, train_tudui, training
+    from helpers.lesson import data, training
+    from helpers.distributed import train_tudui
 
     data.SYNTHETIC_QUICK_SIZES = (256, 101)
     rank, fail_at, steps = int(os.environ["RANK"]), int(os.environ.get("FAIL_RANK_1_AT_STEP", 0)), [0]

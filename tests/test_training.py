@@ -4,11 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import training
-from helpers.data import SyntheticCIFAR, as_tensors
-from helpers.models import Tudui
-from helpers.timing import Timing, timeit
-from helpers.training import History, TensorBatches, evaluate, fit, train_one_epoch
+from helpers.lesson import training
+from helpers.lesson.data import SyntheticCIFAR, as_tensors
+from helpers.lesson.models import Tudui
+from helpers.lesson.timing import Timing, timeit
+from helpers.lesson.training import History, TensorBatches, evaluate, fit, train_one_epoch
 
 CPU = torch.device("cpu")
 

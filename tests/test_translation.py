@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from helpers import i18n
+from helpers.course import i18n
 from tools import course, translate
 
 STATUS = "`python tools/translate.py status` lists them; `update` after changing the English, then translate"
@@ -46,14 +46,17 @@ def test_catalog_is_complete_and_in_step(source):
 def test_every_notebook_and_every_translated_module_has_a_catalog():
     names = {s.english for s in SOURCES}
     assert set(course.all_notebooks()) <= names
-    assert {course.ROOT / "helpers" / "exercises" / "__init__.py", course.ROOT / "helpers" / "doctor.py"} <= names
+    assert {
+        course.ROOT / "helpers" / "exercises" / "__init__.py",
+        course.ROOT / "helpers" / "clinic" / "doctor.py",
+    } <= names
     orphans = {p for p in translate.RUNTIME_CATALOGS.glob("*.po")} - {s.catalog for s in SOURCES}
     assert orphans <= {translate.HEADINGS_CATALOG}, f"catalogs of modules without messages: {sorted(orphans)}"
 
 
 def test_a_module_without_messages_gets_no_catalog():
     with pytest.raises(SystemExit, match="no tr"):
-        translate.main(["update", str(course.ROOT / "helpers" / "config.py")])
+        translate.main(["update", str(course.ROOT / "helpers" / "course" / "config.py")])
     assert not (translate.RUNTIME_CATALOGS / "config.po").exists()
 
 
@@ -245,7 +248,7 @@ def test_chinese_readme_is_linked_first_and_its_links_and_minutes_hold():
 
 def test_memory_table_speaks_chinese_and_stays_aligned(monkeypatch):
     """Notebook 07's estimate table (and its check's feedback): Chinese labels, columns aligned by display width."""
-    from helpers.memory import TrainingMemory
+    from helpers.lesson.memory import TrainingMemory
 
     memory = TrainingMemory(1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20)
     english = memory.table(memory).splitlines()

@@ -18,11 +18,11 @@ import test_exercises_06 as bank06
 import test_hints
 import torch
 
-from helpers import sync_recorder
-from helpers.devices import pick_device
+from helpers.course.i18n import tr
 from helpers.exercises import ex04_modules, ex05_training, ex06_speed, heading, statement
-from helpers.i18n import tr
-from helpers.sync_recorder import CPU_INDICES, record_syncs
+from helpers.lab import sync_recorder
+from helpers.lab.sync_recorder import CPU_INDICES, record_syncs
+from helpers.lesson.devices import pick_device
 from tools.translate import message_prose
 
 MODULES = (ex04_modules, ex05_training, ex06_speed)

@@ -19,8 +19,8 @@ import test_hints
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from helpers.course.i18n import tr
 from helpers.exercises import ex07_memory, ex08_distributed, ex09_clinic, statement
-from helpers.i18n import tr
 from tools.translate import message_prose
 
 MODULES = (ex07_memory, ex08_distributed, ex09_clinic)

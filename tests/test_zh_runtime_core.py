@@ -21,7 +21,8 @@ import test_exercises_03 as bank03
 import test_hints
 import torch
 
-from helpers import colab, devices, i18n
+from helpers import colab
+from helpers.course import i18n
 from helpers.exercises import (
     HEADINGS,
     NOT_WRITTEN,
@@ -37,7 +38,8 @@ from helpers.exercises import ex00_prerequisites as check00
 from helpers.exercises import ex01_cuda as check01
 from helpers.exercises import ex02_cpu as check02
 from helpers.exercises import ex03_devices as check03
-from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.lab.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.lesson import devices
 
 in_colab, cuda_must_not_start = test_colab.in_colab, test_colab.cuda_must_not_start  # the fixtures, shared
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -377,7 +379,7 @@ def device_error(request=None, env: str = "", **machine) -> str:
 
 def test_device_errors_in_chinese(monkeypatch):
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    tail = "解决办法：从上面这些设备里选一个；`python -m helpers.doctor` 会说明它检查到的情况。"
+    tail = "解决办法：从上面这些设备里选一个；`python -m helpers doctor` 会说明它检查到的情况。"
     assert device_error("cuda:3", cuda=2) == (
         "请求的设备：指定了 cuda:3，但这台机器只有 2 块 CUDA GPU，编号从 0 开始。这里可用的设备：cuda:0, cuda:1, cpu。"
         + tail

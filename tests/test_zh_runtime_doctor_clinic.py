@@ -14,10 +14,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from helpers import doctor, known_errors, simulate
-from helpers.doctor import diagnose, render
-from helpers.i18n import columns, tr
-from helpers.known_errors import KNOWN_ERRORS
+from helpers.clinic import doctor, known_errors
+from helpers.clinic.doctor import diagnose, render
+from helpers.clinic.known_errors import KNOWN_ERRORS
+from helpers.course.i18n import columns, tr
+from helpers.lab import simulate
 from tests.test_doctor import GPU_BOX, GPU_UNSEEN, LAPTOP, by_topic
 from tools import course
 
@@ -37,7 +38,7 @@ def zh(monkeypatch):
 def run_doctor(*args: str, lang: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COURSE_LANG": lang}
     return subprocess.run(
-        [sys.executable, "-m", "helpers.doctor", *args],
+        [sys.executable, "-m", "helpers", "doctor", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -190,7 +191,7 @@ def test_explain_a_pasted_message_in_chinese():
 def test_explain_an_unknown_message_in_chinese():
     unknown = run_doctor("--explain", "ValueError: something else", lang="zh-CN")
     assert unknown.returncode == 1
-    assert unknown.stdout.strip() == "这不是已知的设备错误；`python -m helpers.doctor` 可以检查这台机器。"
+    assert unknown.stdout.strip() == "这不是已知的设备错误；`python -m helpers doctor` 可以检查这台机器。"
 
 
 @pytest.mark.parametrize("entry", KNOWN_ERRORS, ids=[e.key for e in KNOWN_ERRORS])
@@ -275,8 +276,8 @@ TAKEN = (
 def test_resume_training_refusal_in_chinese(zh, tmp_path):
     import torch
 
-    from helpers import checkpoints
-    from helpers.models import Tudui
+    from helpers.lesson import checkpoints
+    from helpers.lesson.models import Tudui
 
     model = Tudui()
     path = checkpoints.save_training(tmp_path / "t.pt", model, torch.optim.SGD(model.parameters(), lr=0.01), epoch=1)
@@ -286,7 +287,7 @@ def test_resume_training_refusal_in_chinese(zh, tmp_path):
 
 
 def test_launch_advice_and_failure_in_chinese(zh):
-    from helpers.launch import LaunchError, Run, port_in_use_advice
+    from helpers.distributed.launch import LaunchError, Run, port_in_use_advice
 
     advice = port_in_use_advice(TAKEN)
     assert advice.startswith("端口 29500 已被占用") and "--standalone" in advice and "MASTER_PORT" in advice
@@ -300,7 +301,7 @@ def test_launch_advice_and_failure_in_chinese(zh):
 
 
 def test_history_summary_in_chinese(zh):
-    from helpers.training import History
+    from helpers.lesson.training import History
 
     history = History(data_name="CIFAR-10")
     assert history.summary() == "还没有训练任何一轮（CIFAR-10）"
@@ -311,7 +312,7 @@ def test_history_summary_in_chinese(zh):
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     """Small synthetic data, in a folder of its own (as tests/test_train_tudui.py runs it)."""
-    from helpers import data
+    from helpers.lesson import data
 
     monkeypatch.setattr(data, "SYNTHETIC_QUICK_SIZES", (128, 64))
     monkeypatch.chdir(tmp_path)
@@ -319,7 +320,7 @@ def tiny(monkeypatch, tmp_path):
 
 
 def test_train_tudui_speaks_chinese(zh, tiny, capsys):
-    from helpers.train_tudui import main
+    from helpers.distributed.train_tudui import main
 
     ckpt = tiny / "tudui.pt"
     common = ["--quick", "--device", "cpu", "--no-progress", "--checkpoint", str(ckpt), "--batch-size", "32"]
@@ -333,12 +334,12 @@ def test_train_tudui_speaks_chinese(zh, tiny, capsys):
         main([*common, "--lr", "0.1", "--epochs", "2"])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and "--lr 原来是 0.01，现在是 0.1" in err and "--no-resume" in err
-    assert err.startswith("python -m helpers.train_tudui: error: ") and "不能被这次运行续训" in err
+    assert err.startswith("python -m helpers train-tudui: error: ") and "不能被这次运行续训" in err
 
 
 def test_train_tudui_help_in_chinese():
     helped = subprocess.run(
-        [sys.executable, "-m", "helpers.train_tudui", "--help"],
+        [sys.executable, "-m", "helpers", "train-tudui", "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "COURSE_LANG": "zh-CN"},
@@ -346,4 +347,4 @@ def test_train_tudui_help_in_chinese():
         check=True,
     ).stdout
     assert "每个批次的图片数（默认：64，与原课程相同）" in helped and "示例：" in helped
-    assert "python -m helpers.train_tudui --device cuda:1 --preload" in helped  # the commands stay as they are
+    assert "python -m helpers train-tudui --device cuda:1 --preload" in helped  # the commands stay as they are

@@ -16,7 +16,7 @@ Colab pointed at their pages, a label on each numbered section (``lessonNN-secti
 index links to), frozen progress-bar widgets left out, and the linters' pragmas (``# fmt: skip``, ``# noqa``) taken
 off the helpers' source that a cell prints. Pages generated here: the lesson table of the
 landing page (titles and minutes from each title cell) and the index of known device errors
-(``helpers/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are. The
+(``helpers/clinic/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are. The
 sources in ``site/`` (configuration, landing page, templates) are copied beside them.
 """
 
@@ -38,7 +38,8 @@ if __package__ in (None, ""):
 
 import nbformat
 
-from helpers import i18n, known_errors
+from helpers.clinic import known_errors
+from helpers.course import i18n
 from tools import cell_tags, course, translate
 from tools.sync_links import BADGE, COLAB_LINK
 
@@ -247,7 +248,7 @@ def lessons_page(rows: list[dict], lang: str = ENGLISH) -> str:
         "  python -m venv .venv && source .venv/bin/activate   # Windows: .venv\\Scripts\\activate",
         f'  pip install -e ".[lab]"          {text["cpu_first"]}',
         "                                   # pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu",
-        f"  python -m helpers.doctor         {text['doctor']}",
+        f"  python -m helpers doctor         {text['doctor']}",
         f"  jupyter lab {course.repo_path(published(first, lang))}",
         "  ```",
         "",
@@ -334,7 +335,7 @@ def site_language(lang: str):
 
 
 def errors_page(labels: set[str], lang: str = ENGLISH) -> str:
-    """One section per entry of ``helpers.known_errors.KNOWN_ERRORS``, from whatever fields the entries have."""
+    """One section per entry of ``helpers.clinic.known_errors.KNOWN_ERRORS``, from whatever fields the entries have."""
     text = ERRORS_TEXT[lang]
     examples = example_messages()
     out = []
@@ -354,13 +355,13 @@ def errors_page(labels: set[str], lang: str = ENGLISH) -> str:
 
 
 def explain_example(lang: str = ENGLISH) -> str:
-    """What ``python -m helpers.doctor --explain`` prints for the classic mixed-device message."""
+    """What ``python -m helpers doctor --explain`` prints for the classic mixed-device message."""
     message = (
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
     )
     with speaking(lang):
         rendered = known_errors.render(known_errors.match(message))
-    return "\n".join(["```text", f'$ python -m helpers.doctor --explain "{message}"', rendered, "```"])
+    return "\n".join(["```text", f'$ python -m helpers doctor --explain "{message}"', rendered, "```"])
 
 
 def stage(lang: str = ENGLISH) -> None:

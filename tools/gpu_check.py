@@ -2,10 +2,10 @@
 
 On a machine with a CUDA GPU it runs, one phase after another, each in its own process with a timeout:
 
-1. the doctor (``python -m helpers.doctor``), which must say the course will use the GPU;
+1. the doctor (``python -m helpers doctor``), which must say the course will use the GPU;
 2. the whole suite with ``COURSE_DEVICE=cuda`` against the same stored outputs (``pytest``);
 3. the training benchmark on ``cuda`` (``benchmarks/bench_training.py``);
-4. notebook 05's training (``python -m helpers.train_tudui``) for a few full-mode epochs on the
+4. notebook 05's training (``python -m helpers train-tudui``) for a few full-mode epochs on the
    synthetic fallback data;
 5. notebook 06's speed ladder on ``cuda`` (``benchmarks/bench_ladder.py``), whose best rung is reported;
 6. on machines with 2 GPUs or more: DDP on 2 GPUs against 1 (``benchmarks/bench_ddp.py --device cuda``,
@@ -22,9 +22,9 @@ machine. A new check is one more ``Phase`` in ``PHASES``; ``min_gpus`` skips it 
 GPUs (as the DDP phase on a machine with one GPU).
 
 ``python tools/gpu_check.py --record`` measures the figures the notebooks show where there is no GPU
-(``helpers/gpu_figures.py``): it runs notebooks 06 and 07 on the GPU in quick mode and reads what their
+(``helpers/course/gpu_figures.py``): it runs notebooks 06 and 07 on the GPU in quick mode and reads what their
 GPU-only cells printed (``FIGURES``), runs the speed ladder and, with 2 GPUs, DDP, and writes each figure
-as a record with the GPU, driver, torch, CUDA version, date and command into ``helpers/gpu_figures.json``
+as a record with the GPU, driver, torch, CUDA version, date and command into ``helpers/course/gpu_figures.json``
 (a new record replaces the one with the same key and GPU). Without a GPU it writes nothing.
 """
 
@@ -49,7 +49,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import gpu_figures
+from helpers.course import gpu_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 _now = time.monotonic  # the clock the deadline is counted on
@@ -186,7 +186,7 @@ def parse_benchmark(output: str) -> dict[str, str]:
 
 
 def training_summary(output: str) -> dict[str, str]:
-    """What ``python -m helpers.train_tudui`` reports: device, seconds, epochs, accuracy, data (strings)."""
+    """What ``python -m helpers train-tudui`` reports: device, seconds, epochs, accuracy, data (strings)."""
     device = re.search(r"^device: (\S+)", output, re.MULTILINE)
     done = re.search(r"^done in ([\d.]+) s: epoch (\d+): .*test accuracy ([\d.]+%) on (.+)$", output, re.MULTILINE)
     if not device or not done:
@@ -346,7 +346,7 @@ def parse_figures(output: str) -> dict[str, str]:
 # --- the phases --------------------------------------------------------------------------------------
 
 PHASES: list[Phase] = [
-    Phase("doctor", lambda c: [c.python, "-m", "helpers.doctor"], 25, parse_doctor, env={"COURSE_DEVICE": "cuda"}),
+    Phase("doctor", lambda c: [c.python, "-m", "helpers", "doctor"], 25, parse_doctor, env={"COURSE_DEVICE": "cuda"}),
     Phase(
         "suite",
         lambda c: [c.python, "-m", "pytest", "-q"],
@@ -372,7 +372,7 @@ PHASES: list[Phase] = [
     ),
     Phase(
         "training",
-        lambda c: [c.python, "-m", "helpers.train_tudui", *TRAIN_ARGS],
+        lambda c: [c.python, "-m", "helpers", "train-tudui", *TRAIN_ARGS],
         45,
         parse_training,
         env={"COURSE_QUICK": "0", **OFFLINE},
@@ -420,7 +420,7 @@ def detect() -> tuple[Machine | None, str]:
         return None, f"PyTorch is not usable here ({type(err).__name__}: {err})"
     if not torch.cuda.is_available():
         why = "a CPU-only build of PyTorch" if torch.version.cuda is None else "torch.cuda.is_available() is False"
-        return None, f"no CUDA GPU here ({why}; python -m helpers.doctor says more)"
+        return None, f"no CUDA GPU here ({why}; python -m helpers doctor says more)"
     gpus = tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     return Machine(gpus, nvidia_driver(), torch.__version__, torch.version.cuda), ""
 
@@ -593,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=names, help="run only these phases")
     parser.add_argument("--record", nargs="?", const=gpu_figures.FIGURES_FILE, type=Path, metavar="FILE",
                         help="measure the figures the notebooks show without a GPU (the figures, ladder and ddp "
-                        "phases) and write them to FILE (default: helpers/gpu_figures.json)")  # fmt: skip
+                        "phases) and write them to FILE (default: helpers/course/gpu_figures.json)")  # fmt: skip
     parser.add_argument("--measure-figures", action="store_true", help=argparse.SUPPRESS)  # the figures phase
     args = parser.parse_args(argv)
     if args.measure_figures:

@@ -35,8 +35,8 @@ CHAINED = "Traceback (most recent call last)"
 
 
 def trim_traceback(nb: nbformat.NotebookNode, folder: Path) -> None:
-    """Keep what the error clinic shows (helpers/clinic.py): the learner's own frames (the notebook's cells, and
-    files of the notebook's folder, named relative to it) and the error's last line; the frames inside torch, the
+    """Keep what the error clinic shows (helpers/clinic/__init__.py): the learner's own frames (the notebook's cells,
+    and files of the notebook's folder, named relative to it) and the error's last line; the frames inside torch, the
     course's helpers and Python's own name files on this machine and go. Of a chained error, the last one."""
     from helpers.clinic import is_learners
 

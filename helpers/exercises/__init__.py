@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from helpers.config import VERDICTS_ENV
-from helpers.i18n import CATALOGS, CHINESE, language, read_po, tr, tr_lazy
+from helpers.course.config import VERDICTS_ENV
+from helpers.course.i18n import CATALOGS, CHINESE, language, read_po, tr, tr_lazy
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import call_learner, exercise_check, failed, passed
-from helpers.i18n import tr, tr_lazy
-from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.lab.simulate import DRIVER_TOO_OLD, simulated_machine
 
 BROKEN = tr_lazy("a machine whose NVIDIA driver is too old for this PyTorch (NVML counts 2 GPUs, CUDA cannot start)")
 INVENTORY_MACHINES = [

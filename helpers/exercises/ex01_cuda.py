@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from helpers.devices import pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed, shown
-from helpers.i18n import tr, tr_lazy
+from helpers.lesson.devices import pick_device
 
 SECTION_NEW = "2. A new tensor; the original stays where it was"
 SECTION_THROWN_AWAY = "Common error: calling `.cuda()` or `.to()` and throwing the result away"

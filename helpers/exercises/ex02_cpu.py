@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from helpers.devices import pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import call_learner, exercise_check, failed, heading, passed
-from helpers.i18n import tr, tr_lazy
+from helpers.lesson.devices import pick_device
 
 FETCHES = {"item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__repr__", "__format__", "__str__"}
 """Tensor methods that copy values to the host (and so wait for the GPU)."""

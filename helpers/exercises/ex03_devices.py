@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from helpers.devices import DeviceError, pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import OTHER_DEVICE, call_learner, exercise_check, failed, passed, shown
-from helpers.i18n import tr, tr_lazy
-from helpers.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.lab.simulate import DRIVER_TOO_OLD, simulated_machine
+from helpers.lesson.devices import DeviceError, pick_device
 
 SECTION_OBJECT = "1. A device is a small object: a type and an index"
 SECTION_PICKER = "6. Device-agnostic code, then the course's picker"

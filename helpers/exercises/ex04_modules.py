@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from helpers.devices import pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import (
     OTHER_DEVICE,
     call_learner,
@@ -25,7 +25,7 @@ from helpers.exercises import (
     passed,
     shown,
 )
-from helpers.i18n import tr, tr_lazy
+from helpers.lesson.devices import pick_device
 
 MEAN = [1.0, 2.0, 3.0]
 STD = [2.0, 4.0, 8.0]

@@ -14,7 +14,7 @@ import copy
 import torch
 from torch import nn
 
-from helpers.devices import pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import (
     OTHER_DEVICE,
     call_learner,
@@ -25,8 +25,8 @@ from helpers.exercises import (
     passed,
     shown,
 )
-from helpers.i18n import tr, tr_lazy
-from helpers.models import Tudui, count_parameters
+from helpers.lesson.devices import pick_device
+from helpers.lesson.models import Tudui, count_parameters
 
 
 def _batches(n_batches: int = 2, batch_size: int = 8):

@@ -1,7 +1,7 @@
 """Checks for notebook 06's exercises (speed).
 
 They judge what a GPU would observe, on any machine: the host synchronisations a loop makes (counted
-by :mod:`helpers.sync_recorder`, the same on every device, over runs long enough to see one every few
+by :mod:`helpers.lab.sync_recorder`, the same on every device, over runs long enough to see one every few
 steps), where batches live and where their indices come from (also run with the data on ``meta``, a device
 that is never the CPU, where a ``torch.Generator`` for the data's device is made on the CPU), and what a
 mixed-precision step computes (with a GradScaler that is really enabled, as it is for float16 on a CUDA
@@ -24,11 +24,11 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from helpers.devices import pick_device
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
-from helpers.i18n import tr, tr_lazy
-from helpers.speed import grad_scaler_works
-from helpers.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, record_syncs
+from helpers.lab.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, record_syncs
+from helpers.lesson.devices import pick_device
+from helpers.lesson.speed import grad_scaler_works
 
 # ---------------------------------------------------------------- Exercise 1: a loop without hidden syncs
 
@@ -763,7 +763,7 @@ class _ForwardSeen(Exception):
 def _autocast_follows_data(fn):
     """The step run as if the model and tensors were on a CUDA GPU, on a machine that has none: which device types
     was autocast on for during the forward pass? None when the step could not be run that far (no verdict)."""
-    from helpers.simulate import simulated_machine
+    from helpers.lab.simulate import simulated_machine
 
     model, imgs, targets, loss_fn, optimizer = _amp_setup(torch.device("cpu"))
     for module in model.modules():

@@ -1,10 +1,10 @@
 """Checks for notebook 07's exercises (memory).
 
 They judge numbers and what a GPU would observe, on any machine: an estimate against the bytes a real
-training step keeps (:func:`helpers.memory.measure_training_memory`: storages and saved-tensor hooks); a
-batch-size finder against :class:`helpers.memory_budget.SimulatedGpuMemory`, a budget that raises the real
+training step keeps (:func:`helpers.lesson.memory.measure_training_memory`: storages and saved-tensor hooks); a
+batch-size finder against :class:`helpers.lab.memory_budget.SimulatedGpuMemory`, a budget that raises the real
 ``torch.OutOfMemoryError`` and counts what is still alive, as a GPU does; gradient accumulation by the
-weights it produces and by its peak live bytes (:class:`helpers.memory_budget.LiveBytes`).
+weights it produces and by its peak live bytes (:class:`helpers.lab.memory_budget.LiveBytes`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from unittest import mock
 import torch
 from torch import nn
 
+from helpers.course.i18n import CHINESE, language, tr, tr_lazy
 from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
-from helpers.i18n import CHINESE, language, tr, tr_lazy
-from helpers.memory import MiB, SavedTensors, is_out_of_memory, measure_training_memory
-from helpers.memory_budget import LiveBytes, SimulatedGpuMemory
-from helpers.models import Tudui
+from helpers.lab.memory_budget import LiveBytes, SimulatedGpuMemory
+from helpers.lesson.memory import MiB, SavedTensors, is_out_of_memory, measure_training_memory
+from helpers.lesson.models import Tudui
 
 
 def _quiet(fn, *args):

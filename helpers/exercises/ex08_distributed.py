@@ -29,11 +29,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset
 
-from helpers.checkpoints import tag_as_saved_on
+from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import NOT_WRITTEN, call_learner, exercise_check, failed, passed
-from helpers.i18n import tr, tr_lazy
-from helpers.models import Tudui
-from helpers.simulate import simulated_machine
+from helpers.lab.simulate import simulated_machine
+from helpers.lesson.checkpoints import tag_as_saved_on
+from helpers.lesson.models import Tudui
 
 # ------------------------------------------------------------------ (1) the device of one rank
 

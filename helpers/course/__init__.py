@@ -1,0 +1,3 @@
+"""The course's own machinery: the language it speaks (i18n), its settings (config), how long a run takes
+(run_plan), the figures recorded on a GPU (gpu_figures) and the grading of a class's notebooks (grade).
+"""
