@@ -14,7 +14,10 @@ from helpers.course.i18n import columns, tr, tr_lazy
 
 COMMANDS = {  # name: (module, what it does)
     "doctor": ("helpers.clinic.doctor", tr_lazy("whether the course can run here, and on what; --explain MESSAGE")),
-    "data": ("helpers.lesson.data", tr_lazy("download CIFAR-10 once, or pack it into one file for a room without internet")),
+    "data": (
+        "helpers.lesson.data",
+        tr_lazy("download CIFAR-10 once, or pack it into one file for a room without internet"),
+    ),
     "train-tudui": ("helpers.distributed.train_tudui", tr_lazy("train Tudui on CIFAR-10 (also under torchrun)")),
     "ddp-train": ("helpers.distributed.ddp_train", tr_lazy("the DDP training script that torchrun starts")),
     "fsdp-train": ("helpers.distributed.fsdp_train", tr_lazy("the FSDP training script that torchrun starts")),

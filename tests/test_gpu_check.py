@@ -92,9 +92,9 @@ class FakeRun:
 
     def __call__(self, command, env, cwd, timeout_s):
         text = " ".join(command[1:])
-        name = next(n for n, key in [("figures", "--measure-figures"), ("doctor", "helpers.clinic.doctor"),
+        name = next(n for n, key in [("figures", "--measure-figures"), ("doctor", "helpers doctor"),
                                      ("suite", "pytest"), ("benchmark", "bench_training"),
-                                     ("training", "train_tudui"), ("ladder", "bench_ladder"),
+                                     ("training", "train-tudui"), ("ladder", "bench_ladder"),
                                      ("ddp", "bench_ddp"), ("extra", "extra")] if key in text)  # fmt: skip
         self.calls.append({"name": name, "command": command, "env": env, "cwd": cwd, "timeout_s": timeout_s})
         return self.outputs[name]
