@@ -27,7 +27,15 @@ from torch import nn
 from helpers import known_errors, simulate
 from helpers.checkpoints import tag_as_saved_on
 from helpers.child import run_python
-from helpers.known_errors import KNOWN_ERRORS, KnownError, explain_exception, explain_text_cli, match, render
+from helpers.known_errors import (
+    KNOWN_ERRORS,
+    KnownError,
+    exception_text,
+    explain_exception,
+    explain_text_cli,
+    match,
+    render,
+)
 from tools import course
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "gpu_error_messages.json").read_text())
@@ -121,7 +129,42 @@ def _another_architecture_under_data_parallel():
     return nn.DataParallel(nn.Sequential(nn.Linear(2, 2))).load_state_dict(saved)  # module.0.*
 
 
+def _stepped_adam(foreach: bool, dtype: torch.dtype = torch.float32):
+    """A model on the CPU and its Adam, stepped once (its state made)."""
+    model = nn.Linear(3, 2).to(dtype)
+    optimizer = torch.optim.Adam(model.parameters(), foreach=foreach)
+    model(torch.ones(4, 3, dtype=dtype)).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def _adam_state_elsewhere(foreach: bool):
+    """The state moved to another device by hand (to meta: a device that is not the CPU), the model left behind."""
+
+    def step():
+        model, optimizer = _stepped_adam(foreach)
+        for state in optimizer.state.values():
+            for name, value in state.items():
+                if name != "step":
+                    state[name] = value.to("meta")
+        model(torch.ones(4, 3)).sum().backward()
+        optimizer.step()
+
+    return step
+
+
+def _adam_state_in_half():
+    """A model trained in float16, converted with .float() after its optimizer stepped (the foreach route)."""
+    model, optimizer = _stepped_adam(foreach=True, dtype=torch.float16)
+    model.float()
+    model(torch.ones(4, 3)).sum().backward()
+    optimizer.step()
+
+
 RAISED_HERE = {
+    "optimizer state on another device (foreach)": (_adam_state_elsewhere(foreach=True), "optimizer-foreach-device"),
+    "optimizer state on another device (one tensor at a time)": (_adam_state_elsewhere(foreach=False), "same-device"),
+    "optimizer state in another dtype (foreach)": (_adam_state_in_half, "optimizer-foreach-device"),
     "meta vs cpu (element-wise)": (_meta_add, "same-device"),
     "meta vs cpu (LSTM)": (_lstm_on_meta, "same-device"),
     "FakeTensorMode cuda vs cpu": (_fake_cuda_add, "same-device"),
@@ -379,10 +422,16 @@ CUBLAS_WARNING = (
     "primary context... (Triggered internally at /pytorch/aten/src/ATen/cuda/CublasHandlePool.cpp:180.)"
 )
 
+FOREACH_AS_PASTED = (  # as learners paste it (pytorch/pytorch#127197); later releases reword its end
+    "RuntimeError: Tensors of the same index must be on the same device and the same dtype except `step` tensors "
+    "that can be CPU and float32 notwithstanding"
+)
+
 # (entry, a real message, the fragments of it the entry's patterns rely on, which builds hold them).
 # Rewording the fragments must stop the match, and each fragment must still be in the installed torch.
 RELIED_ON = [
     ("same-device", recorded("same_device_matmul"), ["Expected all tensors to be on the same device"], "any"),
+    ("optimizer-foreach-device", FOREACH_AS_PASTED, ["Tensors of the same index must be on the same device"], "any"),
     ("numpy-cuda", recorded("numpy_cuda"), ["device type tensor to numpy"], "any"),
     ("input-weight-type", recorded("conv_cuda_input_cpu_weight"), ["and weight type"], "any"),
     ("input-weight-type", recorded("conv_half_input"), ["bias type"], "any"),
@@ -612,6 +661,21 @@ def test_the_more_specific_entry_wins():
     assert match(both).key == "cuda-oom"  # the harmless warning never hides the real error
 
 
+def test_the_optimizers_foreach_wording_is_not_the_same_device_entrys():
+    """Both routes' refusals, as this torch words them: the same-device entry never claims the foreach one."""
+    foreach = exception_text(raised(_adam_state_elsewhere(foreach=True)))
+    one_at_a_time = exception_text(raised(_adam_state_elsewhere(foreach=False)))
+    for text in (foreach, FOREACH_AS_PASTED):
+        assert not ENTRIES["same-device"].matches(text), text
+        assert match(text) is ENTRIES["optimizer-foreach-device"], text
+    assert match(one_at_a_time) is ENTRIES["same-device"], one_at_a_time
+    assert not ENTRIES["optimizer-foreach-device"].matches(one_at_a_time)
+    order = [entry.key for entry in KNOWN_ERRORS]
+    assert order.index("optimizer-foreach-device") < order.index("same-device")
+    note = render(ENTRIES["optimizer-foreach-device"])
+    assert "load_state_dict" in note and "notebook 09" in note
+
+
 def test_colour_codes_do_not_hide_a_message():
     assert match("\x1b[0;31mRuntimeError\x1b[0m: \x1b[1mInvalid device string: 'gpu0'\x1b[0m").key == (
         "invalid-device-string"
@@ -729,6 +793,7 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "input-weight-type": ("04", "and weight type"),
     "dtype-mismatch": ("04", "expected scalar type Float but found Double"),
     "same-device": ("03", "Expected all tensors to be on the same device"),
+    "optimizer-foreach-device": ("09", "Tensors of the same index must be on the same device"),
     "mps-placeholder": ("09", "Placeholder storage has not been allocated on MPS device"),
     "cublas-context-warning": ("04", "Attempting to run cuBLAS"),
 }
