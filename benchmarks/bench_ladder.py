@@ -1,9 +1,9 @@
 """The speed ladder of notebook 06, measured on one device: how much faster is each rung than the article's loop?
 
 Rungs (each adds one change to the one before): the article's DataLoader loop (a blocking imgs.to(device)
-and loss.item() every step); no hidden syncs (non_blocking copies, the loss read once); data kept on the
-device; batch 256; channels_last; mixed precision (bfloat16 where the device runs it natively, else float16
-with a GradScaler); compile.
+and loss.item() every step); no hidden syncs (the loss read once; on CUDA, pinned batches copied with
+non_blocking=True); data kept on the device; batch 256; channels_last; mixed precision (bfloat16 where the
+device runs it natively, else float16 with a GradScaler); compile.
 Runs alternate (forward, then reversed order) so a busy machine slows every rung alike; each rate is
 a median, each ratio the median of the ratios measured within one round. Every rung trains the same
 number of steps from the same weights (with Adam, so that a short run learns), and its test accuracy is

@@ -177,3 +177,44 @@ def test_the_ddp_benchmark_runs_quickly(capsys):
     assert bench.main(["--quick", "--timeout", str(TIMEOUT)]) == 0
     out = capsys.readouterr().out
     assert "2 DDP processes x 1 thread (gloo):" in out and "DDP / one process:" in out
+
+
+@pytest.mark.parametrize("nccl", [True, False], ids=["a PyTorch with NCCL", "a PyTorch without NCCL (Windows)"])
+def test_gpus_get_nccl_only_where_this_pytorch_has_it(monkeypatch, nccl):
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: nccl)
+    with simulated_machine(cuda=2), mock.patch.object(torch.cuda, "set_device", lambda device: None):
+        device, backend = ddp_train.rank_device("auto", local_rank=1)
+    assert device == torch.device("cuda", 1) and backend == ("nccl" if nccl else "gloo")
+    assert ddp_train.backend_for(torch.device("cuda", 0)) == backend
+    assert ddp_train.backend_for(torch.device("cpu")) == "gloo"
+
+
+def test_every_script_joins_with_the_one_backend_choice(monkeypatch):
+    """ddp_train, fsdp_train (through ddp_train.setup) and train_tudui start their process group with the backend
+    that ddp_train.backend_for picks: on GPUs without NCCL, gloo in each."""
+    import torch.distributed as dist
+
+    from helpers.distributed import fsdp_train, train_tudui
+
+    assert fsdp_train.setup is ddp_train.setup and fsdp_train.backend_for is ddp_train.backend_for
+    joined = []
+
+    class Joined(Exception):
+        pass
+
+    def init_process_group(backend, *args, **kwargs):
+        joined.append(backend)
+        raise Joined  # stop here: no job to run
+
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with simulated_machine(cuda=2):
+        with pytest.raises(Joined):
+            ddp_train.setup()
+        with pytest.raises(Joined):
+            train_tudui.main(["--device", "cuda"])
+    assert joined == ["gloo", "gloo"]

@@ -348,12 +348,32 @@ class LoaderGenerator:
         return len(range(0, len(self.labels), self.batch_size))
 
     def __iter__(self):
-        order = torch.randperm(len(self.labels), generator=self.gen).to(self.labels.device, non_blocking=True)
+        order = torch.randperm(len(self.labels), generator=self.gen)
+        order = order.to(self.labels.device, non_blocking=True)  # from pageable memory: no effect, blocking
         batches = []
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             batches.append((self.images[idx], self.labels[idx]))
         return iter(batches)
+
+
+class LoaderSortedNoise(LoaderRandperm):
+    def __iter__(self):
+        order = torch.randn(len(self.labels), device=self.labels.device).sort().indices  # random keys, sorted there
+        for idx in order.split(self.batch_size):
+            yield self.images[idx], self.labels[idx]
+
+
+class LoaderCopiedIntoBuffer(LoaderRandperm):
+    def __init__(self, images, labels, batch_size):
+        super().__init__(images, labels, batch_size)
+        self.order = torch.empty(len(labels), dtype=torch.long, device=labels.device)
+
+    def __iter__(self):
+        self.order.copy_(torch.randperm(len(self.labels)), non_blocking=True)  # from pageable memory: still blocking
+        for start in range(0, len(self.order), self.batch_size):
+            idx = self.order[start : start + self.batch_size]
+            yield self.images[idx], self.labels[idx]
 
 
 class LoaderNoShuffle(LoaderRandperm):
@@ -415,7 +435,7 @@ class LoaderItemOrder(LoaderRandperm):
 
 
 @pytest.mark.parametrize(
-    "cls", [LoaderRandperm, LoaderSplit, LoaderArgsort, LoaderTensorBatches, LoaderGenerator, LoaderSeededOnDevice]
+    "cls", [LoaderRandperm, LoaderSplit, LoaderArgsort, LoaderTensorBatches, LoaderSeededOnDevice, LoaderSortedNoise]
 )
 def test_device_loader_accepts(cls, capsys):
     assert check.device_loader(cls), capsys.readouterr().out
@@ -434,6 +454,8 @@ def test_device_loader_accepts(cls, capsys):
         (LoaderItemOrder, "host synchronisation"),
         (LoaderCpuIndices, "the order (or the indices) is drawn on the CPU"),
         (LoaderCopiedOrder, "blocking copy to the device"),
+        (LoaderGenerator, "only from pinned memory; a tensor just made on the CPU is in pageable memory"),
+        (LoaderCopiedIntoBuffer, "the argument has no effect and the CPU waits for the copy"),
         (LoaderIndexSelectCpu, "Expected all tensors to be on the same device"),
         (LoaderLenPlusOne, "len() of your loader is 4 for 48 samples"),
         (LoaderShuffledAtBuild, "Two epochs"),

@@ -92,6 +92,17 @@ def device_bare_cuda_after_set_device(env):
     return torch.device("cuda"), "nccl"  # the current GPU, set on the line above
 
 
+def device_asks_for_nccl(env):
+    """Asks this PyTorch for NCCL (Windows has none): the simulated GPU machines are Linux ones, with NCCL."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu"), "gloo"
+    local_rank = int(env["LOCAL_RANK"])
+    if local_rank >= torch.cuda.device_count():
+        raise RuntimeError("more processes than GPUs")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank), "nccl" if dist.is_nccl_available() else "gloo"
+
+
 @pytest.mark.parametrize(
     "fn",
     [
@@ -102,6 +113,7 @@ def device_bare_cuda_after_set_device(env):
         device_list,
         device_torch_accelerator,
         device_bare_cuda_after_set_device,
+        device_asks_for_nccl,
     ],
 )
 def test_rank_device_accepts(fn, capsys):
@@ -182,8 +194,10 @@ def test_rank_device_rejects(fn, fragment, capsys):
 
 
 def test_rank_device_leaves_the_machine_as_it_was():
+    nccl = dist.is_nccl_available
     check.rank_device(device_plain)
     assert "LOCAL_RANK" not in os.environ and torch.cuda.set_device.__module__.startswith("torch")
+    assert dist.is_nccl_available is nccl  # the simulated machines' answer is gone too
 
 
 # ---------------------------------------------------------------- (2) epochs on every rank

@@ -134,7 +134,42 @@ def _another_architecture_under_data_parallel():
     return nn.DataParallel(nn.Sequential(nn.Linear(2, 2))).load_state_dict(saved)  # module.0.*
 
 
+def _stepped_adam(foreach: bool, dtype: torch.dtype = torch.float32):
+    """A model on the CPU and its Adam, stepped once (its state made)."""
+    model = nn.Linear(3, 2).to(dtype)
+    optimizer = torch.optim.Adam(model.parameters(), foreach=foreach)
+    model(torch.ones(4, 3, dtype=dtype)).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def _adam_state_elsewhere(foreach: bool):
+    """The state moved to another device by hand (to meta: a device that is not the CPU), the model left behind."""
+
+    def step():
+        model, optimizer = _stepped_adam(foreach)
+        for state in optimizer.state.values():
+            for name, value in state.items():
+                if name != "step":
+                    state[name] = value.to("meta")
+        model(torch.ones(4, 3)).sum().backward()
+        optimizer.step()
+
+    return step
+
+
+def _adam_state_in_half():
+    """A model trained in float16, converted with .float() after its optimizer stepped (the foreach route)."""
+    model, optimizer = _stepped_adam(foreach=True, dtype=torch.float16)
+    model.float()
+    model(torch.ones(4, 3)).sum().backward()
+    optimizer.step()
+
+
 RAISED_HERE = {
+    "optimizer state on another device (foreach)": (_adam_state_elsewhere(foreach=True), "optimizer-foreach-device"),
+    "optimizer state on another device (one tensor at a time)": (_adam_state_elsewhere(foreach=False), "same-device"),
+    "optimizer state in another dtype (foreach)": (_adam_state_in_half, "optimizer-foreach-device"),
     "meta vs cpu (element-wise)": (_meta_add, "same-device"),
     "meta vs cpu (LSTM)": (_lstm_on_meta, "same-device"),
     "FakeTensorMode cuda vs cpu": (_fake_cuda_add, "same-device"),
@@ -392,10 +427,16 @@ CUBLAS_WARNING = (
     "primary context... (Triggered internally at /pytorch/aten/src/ATen/cuda/CublasHandlePool.cpp:180.)"
 )
 
+FOREACH_AS_PASTED = (  # as learners paste it (pytorch/pytorch#127197); later releases reword its end
+    "RuntimeError: Tensors of the same index must be on the same device and the same dtype except `step` tensors "
+    "that can be CPU and float32 notwithstanding"
+)
+
 # (entry, a real message, the fragments of it the entry's patterns rely on, which builds hold them).
 # Rewording the fragments must stop the match, and each fragment must still be in the installed torch.
 RELIED_ON = [
     ("same-device", recorded("same_device_matmul"), ["Expected all tensors to be on the same device"], "any"),
+    ("optimizer-foreach-device", FOREACH_AS_PASTED, ["Tensors of the same index must be on the same device"], "any"),
     (
         "numpy-cuda",
         recorded("numpy_cuda"),
@@ -664,6 +705,20 @@ def test_the_error_named_first_wins_over_a_hint_after_it():
     assert match(f"{recorded('oom')}\n{cpu}") is ENTRIES["cuda-oom"]
 
 
+def test_the_optimizers_foreach_wording_is_not_the_same_device_entrys():
+    """Both routes' refusals, as this torch words them: the foreach one never gets the same-device note."""
+    foreach = exception_text(raised(_adam_state_elsewhere(foreach=True)))
+    one_at_a_time = exception_text(raised(_adam_state_elsewhere(foreach=False)))
+    for text in (foreach, FOREACH_AS_PASTED):
+        assert match(text) is ENTRIES["optimizer-foreach-device"], text  # its wording also holds the same-device core
+    assert match(one_at_a_time) is ENTRIES["same-device"], one_at_a_time
+    assert not ENTRIES["optimizer-foreach-device"].matches(one_at_a_time)
+    order = [entry.key for entry in KNOWN_ERRORS]
+    assert order.index("optimizer-foreach-device") < order.index("same-device")
+    note = render(ENTRIES["optimizer-foreach-device"])
+    assert "load_state_dict" in note and "notebook 09" in note
+
+
 def test_colour_codes_do_not_hide_a_message():
     assert match("\x1b[0;31mRuntimeError\x1b[0m: \x1b[1mInvalid device string: 'gpu0'\x1b[0m").key == (
         "invalid-device-string"
@@ -781,6 +836,7 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "input-weight-type": ("04", "and weight type"),
     "dtype-mismatch": ("04", "expected scalar type Float but found Double"),
     "same-device": ("03", "Expected all tensors to be on the same device"),
+    "optimizer-foreach-device": ("09", "Tensors of the same index must be on the same device"),
     "mps-placeholder": ("09", "Placeholder storage has not been allocated on MPS device"),
     "cublas-context-warning": ("04", "Attempting to run cuBLAS"),
 }
@@ -847,11 +903,6 @@ def test_an_error_no_lesson_shows_says_so_and_names_its_topics_lesson(key):
 # --- (e) messages people pasted --------------------------------------------------------------------------
 
 
-OPTIMIZER_FOREACH = (
-    "optimizer-foreach-device"  # the optimizer's foreach check ("Tensors of the same index ..."): its own entry
-)
-
-
 def _verdict(message: str) -> KnownError | None:
     """What both the clinic (an exception, read as the clinic reads it) and --explain (the text) say."""
     by_text = match(message)
@@ -866,7 +917,7 @@ def test_the_corpus_is_what_it_claims():
     for case in in_scope + out_of_scope:
         assert case["message"].strip() and re.match(r"https?://\S+$", case["source"]), case
         assert not re.search(r"/(?:home|Users)/\w+/", case["message"]), case["message"]  # anonymised
-    assert {case["key"] for case in in_scope} <= set(ENTRIES) | {OPTIMIZER_FOREACH}
+    assert {case["key"] for case in in_scope} <= set(ENTRIES)
     assert all(case["fix_word"] for case in in_scope)
     assert any(case.get("language") == "zh" for case in in_scope)
     versions = {case["torch"].split(".")[0] for case in in_scope if "torch" in case}

@@ -1,5 +1,8 @@
 """The ladder's rungs, the alternated timing and the sync recorder, without timing anything."""
 
+import warnings
+
+import pytest
 import torch
 
 from helpers.lab.alternate import alternated
@@ -51,20 +54,25 @@ def test_amp_dtype_is_bfloat16_only_where_the_gpu_runs_it_natively():
 
 def test_the_article_rung_copies_as_the_article_does():
     rungs = {r.name: r for r in ladder()}
-    assert not rungs["article loop"].non_blocking and rungs["article loop"].item_every_step  # imgs.to(device)
-    assert rungs["no hidden syncs"].non_blocking and not rungs["no hidden syncs"].item_every_step
+    assert not rungs["article loop"].pinned_copies and rungs["article loop"].item_every_step  # imgs.to(device)
+    assert rungs["no hidden syncs"].pinned_copies and not rungs["no hidden syncs"].item_every_step
 
 
-def test_the_article_rung_waits_for_each_copy_and_the_next_rung_does_not(monkeypatch):
-    from helpers.lab.sync_recorder import BLOCKING_COPY
+def _small_data(monkeypatch):
     from helpers.lesson import data as D
     from helpers.lesson.data import as_tensors
 
     monkeypatch.setattr(D, "SYNTHETIC_QUICK_SIZES", (256, 64))
     data = synthetic(True)
-    tensors = as_tensors(data.train)
+    return data, as_tensors(data.train)
+
+
+def test_the_article_rung_waits_for_each_copy_and_the_next_rung_too_from_pageable_memory(monkeypatch):
+    from helpers.lab.sync_recorder import BLOCKING_COPY
+
+    data, tensors = _small_data(monkeypatch)
     copies = {}
-    for rung in ladder()[:2]:  # on meta, standing in for a GPU: the batches really cross from the host
+    for rung in ladder()[:2]:  # on meta, standing in for a GPU that is not CUDA: the batches really cross
         run = RungRun(rung, data, torch.device("meta"), steps=2, train_tensors=tensors)
         run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)
         with record_syncs() as log:
@@ -73,7 +81,32 @@ def test_the_article_rung_waits_for_each_copy_and_the_next_rung_does_not(monkeyp
             except RuntimeError as err:  # meta has no values: reading the loss ends the run
                 assert "meta" in str(err)
         copies[rung.name] = log.counts()[BLOCKING_COPY]
-    assert copies == {"article loop": 2, "no hidden syncs": 0}  # imgs and targets of the first step, or none
+    # every copy blocking: the article's loop reaches its first loss.item() (meta has no values: the run ends) after
+    # one step's imgs and targets, the next rung reads its loss after both steps
+    assert copies == {"article loop": 2, "no hidden syncs": 4}
+
+
+@pytest.mark.parametrize("machine", ["a Mac", "a CUDA machine"])
+def test_the_no_hidden_syncs_rung_pins_its_batches_on_cuda_and_copies_them_without_waiting(machine, monkeypatch):
+    from helpers.lab.simulate import simulated_machine
+    from helpers.lesson.devices import pick_device
+    from tests.test_training import MACHINES, GpuCopiesOnTheCpu
+
+    data, tensors = _small_data(monkeypatch)
+    copies = {}
+    with simulated_machine(**MACHINES[machine]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the DataLoader's own: pin_memory is not supported on MPS
+        device = pick_device()
+        for rung in ladder()[:2]:
+            with GpuCopiesOnTheCpu() as mode:
+                run = RungRun(rung, data, device, steps=2, train_tensors=tensors)
+                run.optimizer = torch.optim.SGD(run.model.parameters(), lr=0.01)  # Adam's step asks CUDA itself
+                run.train()
+            copies[rung.name] = [(c["pinned"], c["non_blocking"]) for c in mode.copies if c["to"] == device.type]
+    batches = 2 * 2  # imgs and targets of 2 steps (the model's own parameters move first)
+    assert copies["article loop"][-batches:] == [(False, False)] * batches  # the article's blocking imgs.to(device)
+    pinned = device.type == "cuda"  # MPS: no pinned batches, and blocking copies (section 2 of notebook 06)
+    assert copies["no hidden syncs"][-batches:] == [(pinned, pinned)] * batches
 
 
 def test_speed_verdict_from_made_up_rounds():
@@ -218,8 +251,8 @@ def test_recorder_counts_blocking_copies_to_a_device():
         "torch.as_tensor(..., device=...)": (lambda: torch.as_tensor([1.0, 2.0], device="meta"), 1),
         "CPU indices into device data": (lambda: data[torch.randperm(10)[:4]], 1),
         "assignment at CPU indices": (lambda: data.__setitem__(torch.tensor([1, 2]), 0.0), 1),
-        "non_blocking=True": (lambda: host.to("meta", non_blocking=True), 0),
-        "copy_ non_blocking": (lambda: data.copy_(torch.zeros(10, 3), non_blocking=True), 0),
+        "non_blocking=True from pageable memory": (lambda: host.to("meta", non_blocking=True), 1),
+        "copy_ non_blocking from pageable memory": (lambda: data.copy_(torch.zeros(10, 3), non_blocking=True), 1),
         "indices on the device": (lambda: data[torch.randperm(10, device="meta")[:4]], 0),
         "slices": (lambda: data[2:5], 0),
         "a CPU tensor to the CPU": (lambda: host.to("cpu"), 0),
@@ -233,6 +266,22 @@ def test_recorder_counts_blocking_copies_to_a_device():
         data.index_select(0, torch.arange(3))
     assert len(log) == 0 and log.mixed == ["index_select() with CPU indices into device data"]
     assert torch.tensor.__name__ == "tensor" and torch.Tensor.to.__name__ == "to"  # restored
+
+
+def test_a_non_blocking_copy_waits_only_when_its_source_is_pageable(monkeypatch):
+    from helpers.lab.sync_recorder import BLOCKING_COPY, PAGEABLE_COPY
+
+    data, host = torch.zeros(10, 3, device="meta"), torch.zeros(10, 3)
+    with record_syncs() as pageable:
+        host.to("meta", non_blocking=True)
+        data.copy_(host, non_blocking=True)
+    assert pageable.counts() == {PAGEABLE_COPY: 2}  # on CUDA, PyTorch's docs: the argument then has no effect
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: True)  # no GPU here to pin with: pretend
+    with record_syncs() as pinned:
+        host.to("meta", non_blocking=True)  # queued: the CPU goes on
+        data.copy_(host, non_blocking=True)
+        host.to("meta")  # still blocking
+    assert pinned.counts() == {BLOCKING_COPY: 1}
 
 
 def test_child_stderr_is_captured():

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from helpers.lesson import training
 from helpers.lesson.data import SyntheticCIFAR, as_tensors
@@ -108,3 +109,121 @@ def test_progress_bars_do_not_change_the_data_order(tensors, monkeypatch):
     (loss0, params0), (loss1, params1) = results
     assert loss0 == loss1
     assert all(torch.equal(p, q) for p, q in zip(params0, params1, strict=True))
+
+
+class GpuCopiesOnTheCpu(TorchFunctionMode):
+    """Code meant for a simulated GPU (``cuda`` or ``mps``) runs on the CPU; every copy it asks for is recorded.
+
+    ``Tensor.to`` to such a device is logged in ``copies`` (the target's type, whether the source is pinned, the
+    ``non_blocking`` asked for) and gives back the CPU tensor; a factory given such a device makes its tensor on the
+    CPU; ``pin_memory()`` gives a CPU copy that ``is_pinned()`` then calls pinned, as do the tensors in ``pinned``;
+    ``.device`` of the tensors in ``placed`` is the simulated GPU.
+    """
+
+    def __init__(self, pinned=(), placed=(), device=None):
+        super().__init__()
+        self.pinned = list(pinned)  # kept alive, so that their ids stay theirs
+        self.placed, self.device = list(placed), device
+        self.copies = []
+
+    def _is(self, t, kept) -> bool:
+        return any(t is k for k in kept)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        reads_device = name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.device
+        if reads_device and self._is(args[0], self.placed):
+            return self.device
+        if name == "is_pinned":
+            return self._is(args[0], self.pinned)
+        if name == "pin_memory":
+            self.pinned.append(args[0].clone())
+            return self.pinned[-1]
+        if name == "to":
+            target, _, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+            if target is not None and target.type in GPU_TYPES:
+                pinned = self._is(args[0], self.pinned)
+                self.copies.append({"to": target.type, "pinned": pinned, "non_blocking": non_blocking})
+                return args[0]
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type in GPU_TYPES:
+            kwargs["device"] = CPU
+        return func(*args, **kwargs)
+
+
+GPU_TYPES = ("cuda", "mps")
+MACHINES = {"a Mac": dict(mps=True), "a CUDA machine": dict(cuda=1)}
+
+
+def _batches(n=4, size=8):
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.rand(size, 3, 32, 32, generator=gen), torch.randint(10, (size,), generator=gen)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_the_loops_copy_non_blocking_only_from_pinned_memory_to_a_cuda_gpu(machine):
+    from helpers.lab.simulate import simulated_machine
+    from helpers.lesson.devices import pick_device
+
+    torch.manual_seed(0)
+    model, loss_fn = Tudui(), nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    pageable, pinned = _batches(), _batches()
+    with simulated_machine(**MACHINES[machine]):
+        device = pick_device()
+        with GpuCopiesOnTheCpu(pinned=[t for batch in pinned for t in batch]) as mode:
+            train_one_epoch(model, pageable + pinned, loss_fn, optimizer, device)
+            evaluate(model, pageable + pinned, loss_fn, device)
+    assert device.type == ("mps" if machine == "a Mac" else "cuda")
+    assert len(mode.copies) == 2 * 2 * 2 * 4  # two tensors per batch, 8 batches, two loops
+    for copy in mode.copies:
+        assert copy["to"] == device.type
+        # a Mac: never non_blocking (no guarantee there without a synchronisation); CUDA: only from pinned memory
+        assert copy["non_blocking"] == (device.type == "cuda" and copy["pinned"]), (machine, copy)
+    assert any(c["non_blocking"] for c in mode.copies) == (device.type == "cuda")
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_tensor_batches_copies_a_cpu_generators_order_blocking(machine):
+    from helpers.lab.simulate import simulated_machine
+    from helpers.lesson.devices import pick_device
+
+    images, labels = torch.rand(20, 3, 4, 4), torch.arange(20)
+    with simulated_machine(**MACHINES[machine]):
+        device = pick_device()
+        batches = TensorBatches(images, labels, 8, shuffle=True, generator=torch.Generator().manual_seed(0))
+        with GpuCopiesOnTheCpu(placed=[images, labels], device=device) as mode:
+            seen = torch.cat([t for _, t in batches])
+    assert sorted(seen.tolist()) == list(range(20))
+    assert mode.copies == [{"to": device.type, "pinned": False, "non_blocking": False}]  # the order, once per epoch
+
+
+def test_tensor_batches_draws_its_order_where_the_data_is():
+    from helpers.lab.sync_recorder import record_syncs
+
+    images, labels = torch.empty(20, 3, 4, 4, device="meta"), torch.empty(20, device="meta")  # meta: never the CPU
+    with record_syncs() as log:
+        batches = list(TensorBatches(images, labels, 8, shuffle=True))
+    assert len(log) == 0 and [len(t) for _, t in batches] == [8, 8, 4]
+    assert all(t.device.type == "meta" for batch in batches for t in batch)
+
+
+def test_to_device_asks_for_non_blocking_only_from_pinned_memory_to_cuda(monkeypatch):
+    from helpers.lesson.devices import to_device
+
+    calls = []
+
+    def to(self, device, non_blocking=False):
+        calls.append((device.type, non_blocking))
+        return self
+
+    host = torch.ones(3)
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    for pinned in (False, True):
+        monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, pinned=pinned: pinned)
+        for device in ("cuda:0", "mps", "cpu", "meta"):
+            to_device(host, device)
+    pageable, pinned = calls[:4], calls[4:]
+    assert pageable == [("cuda", False), ("mps", False), ("cpu", False), ("meta", False)]
+    assert pinned == [("cuda", True), ("mps", False), ("cpu", False), ("meta", False)]

@@ -817,6 +817,29 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         lesson=tr_lazy("notebook 04 (models vs tensors), section 6, Going deeper: the same check for dtypes"),
     ),
     KnownError(
+        key="optimizer-foreach-device",
+        title=tr_lazy("Tensors of the same index must be on the same device and the same dtype (optimizer.step)"),
+        patterns=(words("Tensors of the same index must be on the same device"),),  # each torch 2.x wording
+        meaning=tr_lazy(
+            "The optimizer's foreach route (one call over all parameters at once: the default of Adam, AdamW and SGD "
+            "when every parameter is on a CUDA GPU or an Intel XPU, or asked for with foreach=True) found a "
+            "parameter whose state (Adam's averages, SGD's momentum) is on another device that is not the CPU, or in "
+            "another dtype. "
+            "Usually the model moved to another GPU (cuda:0 to cuda:1) after the optimizer stepped, or was converted "
+            "(.float() after training in float16); with foreach=True also a state moved to the GPU while the model "
+            "stayed on the CPU. A state left on the CPU gets past this check and fails later with 'Expected all "
+            "tensors to be on the same device'."
+        ),
+        fix=tr_lazy(
+            "Move the model (and set its dtype) before building the optimizer; when resuming, build the optimizer "
+            "after the move and then load its state_dict: load_state_dict puts each state tensor on its parameter's "
+            "device, in its dtype. For an optimizer that already stepped, load its state_dict() into a new one "
+            "built after the move. foreach=False gives the one-tensor-at-a-time route, whose error names the two "
+            "devices."
+        ),
+        lesson=tr_lazy("notebook 09 (the error clinic), section 2, Going deeper: the optimizer's foreach wording"),
+    ),
+    KnownError(
         key="same-device",
         title=tr_lazy("Expected all tensors to be on the same device"),
         patterns=(

@@ -1,7 +1,7 @@
 """Data-parallel training with DDP, one process per device, started by torchrun (notebook 08).
 
     torchrun --standalone --nproc_per_node=2 -m helpers ddp-train --device cpu   # 2 CPU processes, gloo
-    torchrun --standalone --nproc_per_node=4 -m helpers ddp-train                # 4 GPUs, NCCL, one each
+    torchrun --standalone --nproc_per_node=4 -m helpers ddp-train                # 4 GPUs, NCCL (Windows: gloo)
     python -m helpers ddp-train --batch-size 64                                  # one process, no DDP
 
 torchrun starts N copies of this script and tells each where it stands through the environment:
@@ -35,8 +35,18 @@ class RankDeviceError(ValueError):
     """This process cannot have the device it asks for (e.g. more processes than GPUs)."""
 
 
+def backend_for(device: torch.device) -> str:
+    """The process group's backend for tensors on ``device``: NCCL for CUDA GPUs where this PyTorch has it, else gloo.
+
+    PyTorch for Windows (and for macOS, and CPU-only builds) has no NCCL, whatever GPUs the machine has: there
+    gloo carries the CUDA tensors too (its all-reduce and broadcast, what DDP needs, take them), slower.
+    """
+    return "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
+
+
 def rank_device(device: str = "auto", local_rank: int = 0) -> tuple[torch.device, str]:
-    """(device, backend) for the process with this LOCAL_RANK: cuda:LOCAL_RANK and NCCL, or the CPU and gloo.
+    """(device, backend) for the process with this LOCAL_RANK: cuda:LOCAL_RANK and NCCL (gloo where this PyTorch
+    has no NCCL: Windows), or the CPU and gloo.
 
     ``device`` is ``"auto"`` (a GPU when there is one), ``"cuda"`` or ``"cpu"``. Raises
     :class:`RankDeviceError` when there is no GPU for this LOCAL_RANK.
@@ -50,8 +60,8 @@ def rank_device(device: str = "auto", local_rank: int = 0) -> tuple[torch.device
             )
         dev = torch.device("cuda", local_rank)  # LOCAL_RANK, not RANK: GPUs are numbered per machine
         torch.cuda.set_device(dev)  # so that NCCL and a bare "cuda" mean this process's GPU
-        return dev, "nccl"
-    return torch.device("cpu"), "gloo"
+        return dev, backend_for(dev)
+    return torch.device("cpu"), backend_for(torch.device("cpu"))
 
 
 def setup(device: str = "auto", timeout_s: float = 120) -> tuple[int, int, torch.device]:
@@ -158,8 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="torchrun --standalone --nproc_per_node=N -m helpers ddp-train",
         description="Train Tudui with DDP on N processes (or one, without torchrun).",
     )
-    p.add_argument("--device", choices=["auto", "cpu"], default="auto",
-                   help="auto: cuda:LOCAL_RANK when there are GPUs (NCCL), else the CPU (gloo)")  # fmt: skip
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu"],
+        default="auto",
+        help="auto: cuda:LOCAL_RANK when there are GPUs (NCCL, or gloo without it), else the CPU (gloo)",
+    )
     p.add_argument("--batch-size", type=int, default=32, help="images per step in each process (default 32)")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--epochs", type=int, default=2)

@@ -24,7 +24,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard  # torch >= 2.6 (before: ..._composable.fsdp)
 from torch.distributed.tensor import DTensor  # torch >= 2.5 (before: torch.distributed._tensor)
 
-from helpers.distributed.ddp_train import build_parser, log, make_loader, mean_over_ranks, setup
+from helpers.distributed.ddp_train import backend_for, build_parser, log, make_loader, mean_over_ranks, setup
 from helpers.lesson.models import Tudui
 
 
@@ -69,8 +69,7 @@ def train(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     rank, world_size, device = setup(args.device, args.timeout)
     if world_size == 1:
-        dist.init_process_group("gloo" if device.type == "cpu" else "nccl", rank=0, world_size=1,
-                                store=dist.HashStore())  # fmt: skip
+        dist.init_process_group(backend_for(device), rank=0, world_size=1, store=dist.HashStore())
     mesh = init_device_mesh(device.type, (world_size,))
     torch.manual_seed(args.seed)  # the same initial weights as ddp_train's
     model = Tudui().to(device)

@@ -5,8 +5,8 @@ downloaded (else the synthetic fallback, and it says so), progress bars, a check
 epoch, and resuming from it on whatever device the command now runs on.
 
 Under ``torchrun --nproc_per_node=N -m helpers train-tudui`` (WORLD_SIZE > 1) the same command
-trains with DDP: one process per GPU (cuda:LOCAL_RANK, NCCL) or CPU processes (gloo), each on its
-share of the data (DistributedSampler, set_epoch) and of the test set (the results are added up over
+trains with DDP: one process per GPU (cuda:LOCAL_RANK, NCCL; gloo on Windows) or CPU processes (gloo), each
+on its share of the data (DistributedSampler, set_epoch) and of the test set (the results are added up over
 the ranks); rank 0 alone prints and writes the checkpoint, without DDP's ``module.`` prefix, so it
 resumes in one process and the other way round. A process that fails ends the job: torchrun stops
 the others and exits non-zero.
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if world_size > 1:  # started by torchrun with several processes: DDP
         import torch.distributed as dist
 
-        device = _rank_device(parser, args.device)
-        _join_process_group(parser, "nccl" if device.type == "cuda" else "gloo")
+        device, backend = _rank_device(parser, args.device)
+        _join_process_group(parser, backend)
         try:
             return _train(parser, args, device, dist.get_rank(), world_size)
         finally:
@@ -138,7 +138,8 @@ def _join_process_group(parser: argparse.ArgumentParser, backend: str) -> None:
 
 
 def _rank_device(parser: argparse.ArgumentParser, request: str | None):
-    """This process's device under torchrun: cuda:LOCAL_RANK or the CPU; exits 2 with a message otherwise."""
+    """This process's (device, backend) under torchrun: cuda:LOCAL_RANK or the CPU, and the process group's backend
+    for it (helpers.distributed.ddp_train.rank_device); exits 2 with a message otherwise."""
     from helpers.course.config import DEVICE_ENV
     from helpers.distributed.ddp_train import RankDeviceError, rank_device
 
@@ -151,7 +152,7 @@ def _rank_device(parser: argparse.ArgumentParser, request: str | None):
         )
         parser.exit(2, f"{parser.prog}: error: {message}\n")
     try:
-        return rank_device(request, int(os.environ.get("LOCAL_RANK", 0)))[0]
+        return rank_device(request, int(os.environ.get("LOCAL_RANK", 0)))
     except RankDeviceError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
 

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
-from helpers.lab.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, record_syncs
+from helpers.lab.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, PAGEABLE_COPY, record_syncs
 from helpers.lesson.devices import pick_device
 from helpers.lesson.speed import grad_scaler_works
 
@@ -309,9 +309,19 @@ def _sync_failure(when: str, log):
                 "batch first copies its indices to the GPU, and the CPU waits for that copy"
             )
             advice = tr(DRAW_ON_DEVICE)
+        elif PAGEABLE_COPY in kinds:
+            why = tr(
+                "non_blocking=True makes a copy to a CUDA GPU asynchronous only from pinned memory; a tensor just made "
+                "on the CPU is in pageable memory, so the argument has no effect and the CPU waits for the copy (on "
+                "a Mac, a non-blocking copy has no guarantee without a synchronisation at all)"
+            )
+            advice = tr(
+                "{draw} Section 2, 'Host to device copies', says when non_blocking=True makes a copy asynchronous.",
+                draw=tr(DRAW_ON_DEVICE),
+            )
         elif BLOCKING_COPY in kinds or NEW_ON_DEVICE in kinds:
             why = tr("a copy from the CPU to the device that the CPU waits for (on a CUDA GPU, behind all queued work)")
-            advice = tr("Draw the random order where the data is, or copy it over with non_blocking=True.")
+            advice = tr(DRAW_ON_DEVICE)
         else:
             why = tr("on a GPU each one makes the CPU wait for the GPU")
             advice = tr("Keep the order as a tensor where the data is and index with slices of it (no Python list).")

@@ -76,6 +76,9 @@ def _index(device) -> int | None:
 def _torchrun_env(machine: dict, env: dict):
     """A simulated machine, torchrun's variables in os.environ, and the current GPU recorded.
 
+    The machines with GPUs are Linux ones, whose PyTorch has NCCL; the others' has none
+    (``torch.distributed.is_nccl_available`` answers so, whatever this machine's PyTorch has).
+
     ``torch.cuda.set_device`` and ``torch.accelerator.set_device_index`` (two routes to the same current
     device) are recorded, not called; ``torch.cuda.current_device`` and
     ``torch.accelerator.current_device_index`` then answer with the recorded GPU, as on a real machine.
@@ -101,6 +104,7 @@ def _torchrun_env(machine: dict, env: dict):
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
         for module, name in setters:
             stack.enter_context(mock.patch.object(module, name, record))
+        stack.enter_context(mock.patch.object(dist, "is_nccl_available", lambda: bool(machine.get("cuda"))))
         if machine.get("cuda"):  # with GPUs, the current one is the one set; without, torch's own answer stays
             for module, name in getters:
                 stack.enter_context(mock.patch.object(module, name, current))

@@ -90,7 +90,7 @@ def plot_ladder(result):
         )
     ax.legend(handles=legend, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
     ax.set_xlabel("images/s as a multiple of the article's loop")
-    ax.set_title(f"Speed ladder on {result.device} (accuracy after {result.steps} steps each)")
+    ax.set_title(f"Speed ladder on {result.device}\n{result.length()}", fontsize=10)
     ax.set_xlim(0, max(b["ratio"] for b in bars) * 1.45)
     fig.tight_layout()
     return fig

@@ -13,9 +13,11 @@ On the CPU the same calls cost nothing, so a CPU cannot show the stall; this rec
 - tensor methods that hand data to the host: ``.cpu()``, ``.numpy()``, ``.tolist()``, ``repr``/``print``
   of a tensor (wherever it is), and ``.to("cpu")`` of a tensor that is not on the CPU;
 - blocking copies from the host to a device (the CPU waits until the copy, and everything queued before it,
-  is done): ``.to(device)``, ``.cuda()`` or ``copy_`` of a CPU tensor without ``non_blocking=True``,
-  ``torch.tensor(..., device=...)`` / ``torch.as_tensor(..., device=...)``, and a device tensor indexed
-  with CPU indices (``x[cpu_idx]``, ``x[cpu_idx] = v``: the indices are copied over first).
+  is done): ``.to(device)``, ``.cuda()`` or ``copy_`` of a CPU tensor without ``non_blocking=True``, the same
+  with ``non_blocking=True`` from pageable (not pinned) memory (on CUDA the argument then has no effect, as
+  PyTorch's docs say; logged apart, as ``PAGEABLE_COPY``), ``torch.tensor(..., device=...)`` /
+  ``torch.as_tensor(..., device=...)``, and a device tensor indexed with CPU indices (``x[cpu_idx]``,
+  ``x[cpu_idx] = v``: the indices are copied over first).
 
 ``log.mixed`` lists what is not a synchronisation but an error on a CUDA GPU: ``index_select``, ``gather``,
 ``take`` and the like with CPU indices into device data (they require one device; ``meta`` lets them run).
@@ -59,6 +61,9 @@ _METHODS = {
     "__repr__": tr_lazy("print() or repr() of a tensor"),
 }
 BLOCKING_COPY = tr_lazy("blocking copy to the device (.to(device), .cuda() or copy_ without non_blocking=True)")
+PAGEABLE_COPY = tr_lazy(
+    "non_blocking=True copy to the device from pageable memory (the argument has no effect: a blocking copy)"
+)
 NEW_ON_DEVICE = tr_lazy("torch.tensor(..., device=...) (built on the host, then a blocking copy)")
 CPU_INDICES = tr_lazy("a device tensor indexed with CPU indices (the indices are copied over, blocking)")
 BOOLEAN_MASK = tr_lazy("boolean-mask indexing x[mask]")
@@ -91,16 +96,31 @@ def _host_indices(key: str, args, kinds=_INDEXING) -> bool:
     return any(i.dim() > 0 and i.dtype != torch.bool for i in found)
 
 
-def _blocking_copy(key: str, args, kwargs) -> bool:
-    """A copy from host memory to a device that the CPU waits for."""
+def _pinned(t: torch.Tensor) -> bool:
+    try:
+        return t.is_pinned()
+    except RuntimeError:  # no accelerator to ask: nothing can be pinned
+        return False
+
+
+def _host_to_device_copy(key: str, args, kwargs) -> str | None:
+    """A copy from host memory to a device that the CPU waits for: BLOCKING_COPY, PAGEABLE_COPY, or None."""
     if key == "aten._to_copy":
         device = kwargs.get("device")
-        to_device = device is not None and torch.device(device).type != "cpu"
-        return bool(args) and _on_host(args[0]) and to_device and not kwargs.get("non_blocking", False)
-    if key == "aten.copy_":
-        non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
-        return len(args) > 1 and _on_device(args[0]) and _on_host(args[1]) and not non_blocking
-    return False
+        source, non_blocking = (args[0] if args else None), kwargs.get("non_blocking", False)
+        if device is None or torch.device(device).type == "cpu":
+            return None
+    elif key == "aten.copy_":
+        if len(args) < 2 or not _on_device(args[0]):
+            return None
+        source, non_blocking = args[1], args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+    else:
+        return None
+    if not _on_host(source):
+        return None
+    if not non_blocking:
+        return BLOCKING_COPY
+    return None if _pinned(source) else PAGEABLE_COPY
 
 
 @dataclass
@@ -146,8 +166,8 @@ class _OpRecorder(TorchDispatchMode):
                 self.log.events.append(CPU_INDICES)
             elif _host_indices(key, args, _SAME_DEVICE):
                 self.log.mixed.append(tr("{name}() with CPU indices into device data", name=name))
-            elif _blocking_copy(key, args, kwargs):
-                self.log.events.append(BLOCKING_COPY)
+            elif copy := _host_to_device_copy(key, args, kwargs):
+                self.log.events.append(copy)
         return func(*args, **kwargs)
 
 

@@ -193,3 +193,18 @@ def describe(device: torch.device) -> str:
     if device.type == "mps":
         return tr("{device} (Apple GPU through Metal)", device=device)
     return f"{device}"
+
+
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``tensor.to(device)``, with ``non_blocking=True`` only where that is both safe and useful: a copy to a CUDA GPU
+    from pinned memory. Every loop of the course copies its batches with it.
+
+    - CUDA, from pinned memory: the copy is queued and the CPU goes on; later work on the same stream waits for
+      it, so the GPU never reads the copy too early (the pinned source must not be rewritten until it is done).
+    - CUDA, from pageable memory: ``non_blocking`` has no effect (PyTorch's docs), so the copy is plain.
+    - MPS: a non-blocking copy comes with no guarantee without a synchronisation (open PyTorch issues report one
+      that read its source after it was freed): blocking.
+    - the CPU, or a tensor already on ``device``: nothing is copied, ``tensor`` itself comes back.
+    """
+    device = torch.device(device)
+    return tensor.to(device, non_blocking=device.type == "cuda" and tensor.is_pinned())

@@ -6,8 +6,10 @@ Rungs are cumulative: each one keeps everything the rungs above it did and adds 
    ``imgs.to(device)`` per batch (a blocking copy: on a CUDA GPU it waits for the copy to finish), and a
    running loss read with ``loss.item()`` every step (as notebook 05's method-1 loop and the original
    course's test loop do);
-2. ``no hidden syncs``: the same, with the batches copied with ``non_blocking=True`` and the loss summed
-   on the device and read once at the end;
+2. ``no hidden syncs``: the same, with the loss summed on the device and read once at the end, and the batches
+   copied with :func:`helpers.lesson.devices.to_device`: on a CUDA GPU the ``DataLoader`` pins each batch
+   (``pin_memory=True``) and the copy is queued with ``non_blocking=True``; elsewhere it stays blocking (a
+   non-blocking copy from pageable memory has no effect on CUDA and no guarantee on MPS);
 3. ``data on device``: the dataset kept as one tensor on the device, shuffled and sliced there;
 4. ``larger batch``: batch 256 instead of 64;
 5. ``channels_last``: model and inputs in the channels-last memory format;
@@ -34,6 +36,7 @@ from torch.utils.data import DataLoader
 
 from helpers.lab.alternate import alternated
 from helpers.lesson.data import CourseData, as_tensors
+from helpers.lesson.devices import to_device
 from helpers.lesson.models import Tudui
 from helpers.lesson.training import TensorBatches
 
@@ -50,7 +53,7 @@ class Rung:
     name: str
     loader: str = "dataloader"  # "dataloader" (per-image ToTensor) or "device" (one tensor, sliced)
     item_every_step: bool = True
-    non_blocking: bool = False  # the article copies each batch with a plain .to(device)
+    pinned_copies: bool = False  # the article copies each batch with a plain .to(device)
     batch_size: int = SMALL_BATCH
     channels_last: bool = False
     amp: bool = False
@@ -60,7 +63,7 @@ class Rung:
 def ladder() -> list[Rung]:
     """The seven rungs, each adding one change to the one before."""
     r1 = Rung("article loop")
-    r2 = replace(r1, name="no hidden syncs", item_every_step=False, non_blocking=True)
+    r2 = replace(r1, name="no hidden syncs", item_every_step=False, pinned_copies=True)
     r3 = replace(r2, name="data on device", loader="device")
     r4 = replace(r3, name="larger batch", batch_size=LARGE_BATCH)
     r5 = replace(r4, name="channels_last", channels_last=True)
@@ -71,7 +74,7 @@ def ladder() -> list[Rung]:
 
 def amp_dtype(device: torch.device) -> torch.dtype:
     """bfloat16 on the CPU and on CUDA GPUs that run it natively (compute capability 8.0 or more: A100, RTX 30xx,
-    H100, and AMD GPUs); float16 elsewhere (a T4 or V100, MPS).
+    H100, and AMD GPUs); float16 elsewhere (a T4, MPS).
 
     ``torch.cuda.is_bf16_supported()`` alone would say True on a T4 too: by default it also counts bfloat16 that
     the GPU only emulates (slowly). ``including_emulation=False`` asks for native support.
@@ -109,6 +112,8 @@ WHY_NOT = {
     "no hidden syncs": {
         "cpu": "on the CPU .item() and .to(device) wait for nothing (each operation has finished when it returns); "
         "on a GPU every .item() and every blocking copy stalls the queue until the GPU catches up",
+        "any": "the rung drops one .item() per step and, on a CUDA GPU, has the DataLoader pin each batch in the "
+        "loop's own thread (it has no workers): a host copy per batch that can cost as much as the wait it saves",
     },
     "data on device": {
         "any": "the DataLoader was not the bottleneck: its per-image work is small next to a training step here",
@@ -170,7 +175,10 @@ class RungRun:
         self.loss_fn = nn.CrossEntropyLoss().to(self.device)
         gen = torch.Generator().manual_seed(self.seed)
         if self.rung.loader == "dataloader":
-            source = DataLoader(self.data.train, batch_size=self.rung.batch_size, shuffle=True, generator=gen)
+            pin = self.rung.pinned_copies and self.device.type == "cuda"  # pinned by the loader, in this thread
+            source = DataLoader(
+                self.data.train, batch_size=self.rung.batch_size, shuffle=True, generator=gen, pin_memory=pin
+            )
         else:
             images, labels = self.train_tensors
             source = TensorBatches(images, labels, self.rung.batch_size, shuffle=True, generator=gen)
@@ -191,8 +199,10 @@ class RungRun:
         total = torch.zeros((), device=device)
         for _ in range(self.steps):
             imgs, targets = next(self.batches)
-            imgs = imgs.to(device, non_blocking=rung.non_blocking)  # the article: imgs.to(device)
-            targets = targets.to(device, non_blocking=rung.non_blocking)
+            if rung.pinned_copies:  # non_blocking=True from pinned memory on a CUDA GPU, else blocking
+                imgs, targets = to_device(imgs, device), to_device(targets, device)
+            else:  # the article: imgs.to(device)
+                imgs, targets = imgs.to(device), targets.to(device)
             if rung.channels_last:
                 imgs = imgs.contiguous(memory_format=torch.channels_last)
             amp = torch.autocast(device.type, dtype=self.dtype) if rung.amp else contextlib.nullcontext()
@@ -255,6 +265,18 @@ class LadderResult:
     """Per rung, its ratio to the article's loop in each timed round (empty: only the medians are known)."""
 
     @property
+    def steps_per_run(self) -> int:
+        """Training steps in one run of a rung (``steps`` counts them over the warm-up run and every round)."""
+        return self.steps // (1 + self.repeats)
+
+    def length(self) -> str:
+        """How long each rung trained, in the words the notebook's heading line and the plot's title both use."""
+        return (
+            f"{self.steps_per_run} steps per run, {1 + self.repeats} runs (warm-up + {self.repeats} timed): "
+            f"accuracy after {self.steps} steps"
+        )
+
+    @property
     def too_short(self) -> bool:
         """Fewer than 3 timed rounds: differences between rungs are noise (quick mode)."""
         return self.repeats < MIN_ROUNDS
@@ -283,7 +305,7 @@ class LadderResult:
                 continue
             note, verdict = "", self.verdict(name)
             if verdict == NOT_DISTINGUISHABLE and self.too_short:
-                per_run = self.steps // (1 + self.repeats)
+                per_run = self.steps_per_run
                 note = f"not distinguishable here: {self.repeats} round(s) of {per_run} steps are too few to tell"
             elif verdict == NOT_DISTINGUISHABLE:
                 low, high = self.spread(name)

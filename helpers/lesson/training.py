@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from helpers.course.i18n import tr
+from helpers.lesson.devices import to_device
 
 
 @dataclass
@@ -72,7 +73,8 @@ class TensorBatches:
     """A dataset kept as one tensor (on any device), served in batches by slicing: no per-image work.
 
     Iterates like a DataLoader (``for imgs, targets in batches``); ``shuffle`` draws a new order
-    each epoch from ``generator``.
+    each epoch, where the data is (no copy), or from ``generator`` where that generator is (a CPU generator's
+    order is copied to the data's device once per epoch, with :func:`helpers.lesson.devices.to_device`).
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 64, shuffle: bool = False,
@@ -86,8 +88,8 @@ class TensorBatches:
     def __iter__(self):
         n = len(self.labels)
         if self.shuffle:
-            # drawn by the (CPU) generator, copied without making the CPU wait for the device
-            order = torch.randperm(n, generator=self.generator).to(self.labels.device, non_blocking=True)
+            where = self.labels.device if self.generator is None else self.generator.device
+            order = to_device(torch.randperm(n, generator=self.generator, device=where), self.labels.device)
             for start in range(0, n, self.batch_size):
                 idx = order[start : start + self.batch_size]
                 yield self.images[idx], self.labels[idx]
@@ -136,8 +138,7 @@ def train_one_epoch(model: nn.Module, loader: Iterable, loss_fn: nn.Module, opti
     total_loss = torch.zeros((), device=device)  # summed on the device, fetched once
     count = 0
     for imgs, targets in _bar(loader, _len(loader), desc, progress):
-        imgs = imgs.to(device, non_blocking=True)
-        targets = targets.to(device, non_blocking=True)
+        imgs, targets = to_device(imgs, device), to_device(targets, device)  # non_blocking where it is safe
         outputs = model(imgs)
         loss = loss_fn(outputs, targets)
 
@@ -159,8 +160,7 @@ def evaluate(model: nn.Module, loader: Iterable, loss_fn: nn.Module, device: tor
     total_correct = torch.zeros((), dtype=torch.long, device=device)
     count = 0
     for imgs, targets in _bar(loader, _len(loader), desc, progress):
-        imgs = imgs.to(device, non_blocking=True)
-        targets = targets.to(device, non_blocking=True)
+        imgs, targets = to_device(imgs, device), to_device(targets, device)  # non_blocking where it is safe
         outputs = model(imgs)
         total_loss += loss_fn(outputs, targets) * len(targets)
         total_correct += (outputs.argmax(1) == targets).sum()
