@@ -13,3 +13,75 @@ os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARN
 # The tests read the course's messages in English whatever this machine's locale; tests of the Chinese edition
 # set COURSE_LANG=zh-CN themselves (helpers/course/i18n.py).
 os.environ["COURSE_LANG"] = "en"
+
+# The quick lane, `pytest -m "not slow"`: every module's unit tests in a couple of minutes. What it leaves out is
+# marked here, in one place, by kind: the notebooks under nbval, the files whose every test starts a browser,
+# torchrun, a whole notebook or a benchmark, the tests that use a fixture which does, and the single tests that
+# start processes (a doctor, a kernel, torchrun) or run a slow bank of answers (more than a few seconds each).
+SLOW_FILES = {
+    "test_site.py",  # builds the site, then Chromium
+    "test_slides.py",  # JupyterLab with RISE and Chromium
+    "test_variants.py",  # notebooks in a kernel without oneDNN
+    "test_bench_ladder.py",  # benchmarks
+    "test_benchmark.py",
+    "test_train_tudui_torchrun.py",  # torchrun
+    "test_site_cheatsheet.py",  # the cheat sheet's script, torchrun
+}
+SLOW_FIXTURES = {"executed", "graded"}  # a notebook run in a kernel (test_clinic.py), a class graded (test_grade.py)
+SLOW_TESTS = {  # file: test functions, every parametrization
+    "test_notebooks.py": {"test_notebook_copied_alone_runs"},
+    "test_translation.py": {"test_a_chinese_notebook_runs_and_speaks_chinese"},
+    "test_ddp.py": {
+        "test_two_processes_train_as_one_and_resume_on_one",
+        "test_a_collective_only_rank_0_calls_fails_fast",
+        "test_a_job_past_its_timeout_is_killed",
+        "test_two_nodes_on_localhost",
+        "test_fsdp_shards_and_matches_one_process",
+        "test_the_ddp_benchmark_runs_quickly",
+    },
+    "test_launch.py": {"test_torchrun_on_a_port_in_use_fails_at_once_with_what_to_do"},
+    "test_doctor.py": {
+        "test_doctor_runs_here",
+        "test_doctor_with_misspelt_course_device_fails_naming_the_fix",
+        "test_report_of_this_machine_holds_nothing_private",
+    },
+    "test_zh_runtime_doctor_clinic.py": {
+        "test_doctor_on_this_machine_speaks_chinese",
+        "test_doctor_report_block_in_chinese",
+        "test_clinic_note_and_traceback_line_in_chinese",
+    },
+    "test_known_errors.py": {
+        "test_children_that_cannot_import_a_notebook_definition",
+        "test_a_worker_error_from_a_script_gets_a_note_for_scripts",
+    },
+    "test_notebook_machines.py": {"test_00_children_on_this_machine_agree_with_the_asserts"},
+    "test_training.py": {"test_fit_learns_and_records_history"},
+    "test_github_files.py": {"test_issue_forms_follow_githubs_schema"},
+    # banks whose every answer runs a training loop: the quick lane keeps the exercises' other tests
+    "test_exercises_06.py": {"test_quiet_loop_accepts", "test_quiet_loop_explains"},
+    "test_exercises_07.py": {
+        "test_batch_finder_accepts",
+        "test_accumulation_feedback_never_shows_the_solution",
+        "test_training_memory_accepts",
+    },
+    "test_zh_runtime_checks_04_06.py": {
+        "test_06_quiet_loop_in_chinese",
+        "test_wrong_answers_get_chinese_feedback_without_the_solution",
+    },
+    "test_zh_runtime_checks_07_09.py": {"test_wrong_answers_get_chinese_feedback_without_the_solution"},
+    "test_hints.py": {"test_feedback_never_prints_the_solution"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        name = item.path.name
+        if (
+            item.path.suffix == ".ipynb"
+            or name in SLOW_FILES
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or getattr(item, "originalname", item.name) in SLOW_TESTS.get(name, ())
+        ):
+            item.add_marker(pytest.mark.slow)
