@@ -42,7 +42,7 @@ def test_no_cell_a_learner_sees_is_mostly_checks_or_shows_a_switch_off(path):
         if cell.cell_type != "code" or cell_tags.is_hidden(cell):
             continue
         lines = [line for line in cell.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-        checks = cell_tags.assert_lines(cell)
+        checks = cell_tags.check_lines(cell)
         if checks > 1 and 2 * checks >= len(lines):
             found.append(f"cell {i}: {checks} of its {len(lines)} code lines are asserts: move them to a check cell")
         found += [f"cell {i}: {marker!r} in view" for marker in SWITCH_OFFS if marker in cell.source]
