@@ -29,20 +29,18 @@ def test_the_code_a_learner_sees_is_mostly_lesson_code(path):
     assert 1 - checks / lines >= 0.85, f"{checks} of {lines} visible code lines are asserts: move them to a check cell"
 
 
-# The notebooks that follow the convention to the letter (the others join as their cells are reworked): no cell a
-# learner sees holds mostly checks, and no formatter or linter switch-off is in view.
-WHOLLY_TIDY = [p for p in NOTEBOOKS if p.name[:2] in {"07", "08", "09"}]
+# No cell a learner sees holds mostly checks, and no formatter or linter switch-off is in view.
 SWITCH_OFFS = ("# fmt: skip", "# fmt: off", "# noqa")
 
 
-@pytest.mark.parametrize("path", WHOLLY_TIDY, ids=[course.repo_path(p) for p in WHOLLY_TIDY])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[course.repo_path(p) for p in NOTEBOOKS])
 def test_no_cell_a_learner_sees_is_mostly_checks_or_shows_a_switch_off(path):
     found = []
     for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
         if cell.cell_type != "code" or cell_tags.is_hidden(cell):
             continue
         lines = [line for line in cell.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-        checks = cell_tags.assert_lines(cell)
+        checks = cell_tags.check_lines(cell)
         if checks > 1 and 2 * checks >= len(lines):
             found.append(f"cell {i}: {checks} of its {len(lines)} code lines are asserts: move them to a check cell")
         found += [f"cell {i}: {marker!r} in view" for marker in SWITCH_OFFS if marker in cell.source]
