@@ -29,13 +29,11 @@ def test_the_code_a_learner_sees_is_mostly_lesson_code(path):
     assert 1 - checks / lines >= 0.85, f"{checks} of {lines} visible code lines are asserts: move them to a check cell"
 
 
-# The notebooks that follow the convention to the letter (the others join as their cells are reworked): no cell a
-# learner sees holds mostly checks, and no formatter or linter switch-off is in view.
-WHOLLY_TIDY = [p for p in NOTEBOOKS if p.name[:2] in {"07", "08", "09"}]
+# No cell a learner sees holds mostly checks, and no formatter or linter switch-off is in view.
 SWITCH_OFFS = ("# fmt: skip", "# fmt: off", "# noqa")
 
 
-@pytest.mark.parametrize("path", WHOLLY_TIDY, ids=[course.repo_path(p) for p in WHOLLY_TIDY])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[course.repo_path(p) for p in NOTEBOOKS])
 def test_no_cell_a_learner_sees_is_mostly_checks_or_shows_a_switch_off(path):
     found = []
     for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
