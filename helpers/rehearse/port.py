@@ -1,0 +1,308 @@
+"""``--fix``: the device-agnostic version of a script (the articles' method 1), written with libcst so that the
+learner's formatting and comments stay; printed as a diff, then rehearsed as a GPU, a Mac and a laptop.
+
+What it rewrites: one device chosen once, after the imports (CUDA, else the Mac's MPS, else the CPU), or the
+script's own ``device = ...`` given that fallback; ``.cuda()`` / ``.cuda(i)`` to ``.to(device)``; ``if
+torch.cuda.is_available():`` around moves only (method 2) unwrapped; ``'cuda'``, ``'cuda:1'`` and
+``torch.device('cuda')`` where a tensor is moved or made, to ``device``; ``torch.load`` given
+``map_location=device``; ``torch.cuda.FloatTensor(...)`` to ``torch.FloatTensor(...).to(device)`` and
+``.type(torch.cuda.FloatTensor)`` to ``.to(device, torch.float32)``; a CUDA default tensor type to
+``torch.set_default_device(device)``; ``.numpy()`` of a device tensor to ``.detach().cpu().numpy()``; a
+DataParallel wrapper's ``state_dict()`` to ``.module.state_dict()``. What it leaves to the learner, it lists
+(workers without a ``__main__`` guard: moving code into ``main()`` is the learner's choice to make).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from helpers.course.i18n import tr
+from helpers.rehearse.static_check import _dotted, _string, read
+
+DEVICE = "device"
+CHOICE = 'torch.device("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")'
+_DTYPES = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "LongTensor": "int64",
+    "IntTensor": "int32",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "BFloat16Tensor": "bfloat16",
+}
+_IS_AVAILABLE = m.Call(
+    func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("cuda")), attr=m.Name("is_available"))
+)
+
+
+def _device_value(node: cst.BaseExpression) -> bool:
+    """A device written in: 'cuda', 'cuda:1', torch.device('cuda'...)."""
+    text = _string(node)
+    if text is not None:
+        return text.startswith("cuda")
+    return (
+        m.matches(node, m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("device"))))
+        and bool(node.args)
+        and (_string(node.args[0].value) or "").startswith("cuda")
+    )
+
+
+class _Port(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, numpy_lines: set[int], wrappers: set[str]) -> None:
+        super().__init__()
+        self.numpy_lines = numpy_lines
+        self.wrappers = wrappers
+        self.has_device = False
+        self.changed = 0
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if (
+            len(updated.targets) == 1
+            and m.matches(updated.targets[0].target, m.Name(DEVICE))
+            and ("cuda" in cst.Module([]).code_for_node(original.value))
+        ):
+            self.has_device = True
+            self.changed += 1
+            return updated.with_changes(value=cst.parse_expression(CHOICE))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = _dotted(updated.func)
+        last = func.rsplit(".", 1)[-1]
+        device = cst.Name(DEVICE)
+        if last == "cuda" and isinstance(updated.func, cst.Attribute) and func != "torch.cuda":
+            self.changed += 1
+            keep = [a for a in updated.args if a.keyword and a.keyword.value == "non_blocking"]
+            return updated.with_changes(
+                func=updated.func.with_changes(attr=cst.Name("to")), args=[cst.Arg(device), *keep]
+            )
+        if last == "to" and updated.args and updated.args[0].keyword is None and _device_value(updated.args[0].value):
+            self.changed += 1
+            return updated.with_changes(args=[updated.args[0].with_changes(value=device), *updated.args[1:]])
+        if last == "type" and updated.args and re.match(r"torch\.cuda\.\w+Tensor$", _dotted(updated.args[0].value)):
+            dtype = _DTYPES.get(_dotted(updated.args[0].value).rsplit(".", 1)[-1], "float32")
+            self.changed += 1
+            return updated.with_changes(
+                func=updated.func.with_changes(attr=cst.Name("to")),
+                args=[
+                    cst.Arg(device, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Arg(cst.parse_expression(f"torch.{dtype}")),
+                ],
+            )
+        if re.fullmatch(r"torch\.cuda\.\w+Tensor", func):
+            self.changed += 1
+            cpu_type = updated.with_changes(func=cst.parse_expression(f"torch.{func.rsplit('.', 1)[-1]}"))
+            return cst.Call(func=cst.Attribute(value=cpu_type, attr=cst.Name("to")), args=[cst.Arg(device)])
+        if func.endswith("set_default_tensor_type") and "cuda" in cst.Module([]).code_for_node(original):
+            self.changed += 1
+            return cst.parse_expression(f"torch.set_default_device({DEVICE})")
+        if func.endswith("set_default_device") and updated.args and _device_value(updated.args[0].value):
+            self.changed += 1
+            return updated.with_changes(args=[cst.Arg(device)])
+        if func == "torch.load" and not any(a.keyword and a.keyword.value == "map_location" for a in updated.args):
+            if len([a for a in updated.args if a.keyword is None]) < 2:
+                self.changed += 1
+                args = list(updated.args)
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                return updated.with_changes(
+                    args=[
+                        *args,
+                        cst.Arg(
+                            device,
+                            keyword=cst.Name("map_location"),
+                            equal=cst.AssignEqual(
+                                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                            ),
+                        ),
+                    ]
+                )
+        if last == "numpy" and isinstance(updated.func, cst.Attribute):
+            line = self.get_metadata(PositionProvider, original).start.line
+            if line in self.numpy_lines:
+                self.changed += 1
+                receiver = cst.Call(
+                    func=cst.Attribute(
+                        value=cst.Call(func=cst.Attribute(value=updated.func.value, attr=cst.Name("detach"))),
+                        attr=cst.Name("cpu"),
+                    )
+                )
+                return updated.with_changes(func=updated.func.with_changes(value=receiver))
+        if (
+            last == "state_dict"
+            and isinstance(updated.func, cst.Attribute)
+            and _dotted(updated.func.value) in self.wrappers
+        ):
+            self.changed += 1
+            inner = cst.Attribute(value=updated.func.value, attr=cst.Name("module"))
+            return updated.with_changes(func=updated.func.with_changes(value=inner))
+        changed = False
+        args = []
+        for arg in updated.args:
+            if arg.keyword is not None and arg.keyword.value == "device" and _device_value(arg.value):
+                arg, changed = arg.with_changes(value=device), True
+            args.append(arg)
+        if changed:
+            self.changed += 1
+            return updated.with_changes(args=args)
+        return updated
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        """A batch moved in part (``imgs`` but not ``targets``): every tensor of that batch goes to the device."""
+        body = list(updated.body.body)
+        groups = _groups(updated.target)
+        for statement in body[:2]:
+            if m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Tuple())])])):
+                groups += _groups(statement.body[0].targets[0].target)
+        moved = {name: i for i, s in enumerate(body) if (name := _moved_name(s))}
+        for group in groups:
+            done = [moved[name] for name in group if name in moved]
+            missing = [name for name in group if name not in moved]
+            if done and missing:
+                self.changed += 1
+                lines = [cst.parse_statement(f"{name} = {name}.to({DEVICE})\n") for name in missing]
+                at = max(done) + 1
+                body[at:at] = lines
+                moved = {name: i for i, s in enumerate(body) if (name := _moved_name(s))}
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        """Method 2's ``if torch.cuda.is_available():`` around moves only: the moves, unguarded."""
+        if not m.matches(updated.test, _IS_AVAILABLE) or updated.orelse is not None:
+            return updated
+        body = updated.body.body
+        moves = all(
+            m.matches(s, m.SimpleStatementLine()) and ".to(device" in cst.Module([]).code_for_node(s) for s in body
+        )
+        if not moves:
+            return updated
+        self.changed += 1
+        return cst.FlattenSentinel(
+            [
+                s.with_changes(leading_lines=updated.leading_lines if i == 0 else s.leading_lines)
+                for i, s in enumerate(body)
+            ]
+        )
+
+
+def _groups(target: cst.BaseExpression) -> list[list[str]]:
+    """The names unpacked together from one batch: ``imgs, targets = data`` gives [["imgs", "targets"]]."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return []
+    names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+    nested = [g for e in target.elements for g in _groups(e.value)]
+    return [names, *nested] if len(names) > 1 else nested
+
+
+def _moved_name(statement: cst.CSTNode) -> str | None:
+    """``x`` for a line ``x = x.to(device...)``."""
+    if not m.matches(statement, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
+        return None
+    assign = statement.body[0]
+    name = assign.targets[0].target.value
+    value = assign.value
+    if (
+        m.matches(value, m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("to"))))
+        and value.args
+        and (m.matches(value.args[0].value, m.Name(DEVICE)))
+    ):
+        return name
+    return None
+
+
+def _insert_device(module: cst.Module) -> cst.Module:
+    """``device = ...`` after the last import at the top of the script."""
+    body = list(module.body)
+    last_import = -1
+    for i, statement in enumerate(body):
+        if m.matches(statement, m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
+            last_import = i
+        elif i > last_import + 1 and last_import >= 0:
+            break
+    line = cst.parse_statement(f"{DEVICE} = {CHOICE}\n")
+    line = line.with_changes(leading_lines=[cst.EmptyLine()])
+    body.insert(last_import + 1, line)
+    return module.with_changes(body=body)
+
+
+def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
+    """The ported code, and what is left to the learner (lines of text)."""
+    module = cst.parse_module(code)
+    tmp = Path(tempfile.mkdtemp()) / Path(path).name
+    try:
+        tmp.write_text(code, encoding="utf-8")
+        reading = read(tmp)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp.parent.rmdir()
+    numpy_lines = {f.line for f in reading.findings if f.kind == "numpy-of-device-tensor"}
+    wrappers = {f.message.removesuffix(".state_dict()") for f in reading.findings if f.kind == "dataparallel-prefix"}
+    port = _Port(numpy_lines, wrappers)
+    ported = MetadataWrapper(module).visit(port)
+    if port.changed and not port.has_device:
+        ported = _insert_device(ported)
+    left = [
+        tr("{line}: [{kind}] left for you: {what}", line=f.line, kind=f.kind, what=f.message)
+        for f in reading.findings
+        if f.kind == "workers-no-main-guard" or "CUDA_VISIBLE_DEVICES" in f.message
+    ]
+    return ported.code, left
+
+
+def port_command(
+    script: Path, args: list[str], write: str | None, as_json: bool, steps: int, loops: int, timeout: float
+) -> int:
+    """``--fix``: the diff, what is left, and the ported script rehearsed on three machines."""
+    from helpers.rehearse.script_run import rehearse
+
+    code = script.read_text(encoding="utf-8")
+    ported, left = port_source(code, str(script))
+    diff = "".join(
+        difflib.unified_diff(code.splitlines(True), ported.splitlines(True), f"{script}", f"{script} (ported)")
+    )
+    print(diff or tr("Nothing to port: the script already chooses its device once."))
+    for line in left:
+        print(line)
+    target = Path(write) if write else None
+    fd, temp = tempfile.mkstemp(suffix=".py", prefix=f".{script.stem}_ported_", dir=script.parent)
+    os.close(fd)
+    verdicts = {}
+    try:
+        Path(temp).write_text(ported, encoding="utf-8")
+        for machine in ("gpu", "mac", "laptop"):
+            result = rehearse(
+                temp, *args, machine=machine, steps=steps, loops=loops, timeout=timeout, cwd=script.parent
+            )
+            verdicts[machine] = result
+            problems = [f for f in result.get("findings", []) if f.get("blocks")]
+            print(
+                tr(
+                    "rehearsed as {machine}: {verdict}",
+                    machine=machine,
+                    verdict=tr("runs")
+                    if result.get("runs")
+                    else tr(
+                        "{n} problem(s): {kinds}",
+                        n=len(problems),
+                        kinds=", ".join(sorted({f["kind"] for f in problems})) or result.get("tool_error", ""),
+                    ),
+                )
+            )
+    finally:
+        os.unlink(temp)
+    if target is not None:
+        target.write_text(ported, encoding="utf-8")
+        print(tr("wrote {path}", path=str(target)))
+    return 0 if all(v.get("runs") for v in verdicts.values()) else 1

@@ -1,0 +1,362 @@
+"""One rehearsal: a learner's script run, unchanged, on the pretend machine (``pretend_gpu``), stopped after a few
+batches of each loop, its torchvision datasets served offline when a download fails; what it met, as a Report.
+
+It runs in the calling process (``python -m helpers.rehearse`` is one; ``rehearse()`` in ``__main__`` starts one
+for a notebook or a test), so nothing is left behind in a kernel: the patches end with the block, the script's
+workers are the DataLoader's own and end with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from collections import Counter, defaultdict
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+from helpers.course.i18n import tr
+from helpers.lab import simulate
+from helpers.rehearse.findings import Finding, Report
+from helpers.rehearse.pretend_gpu import Ledger, Machine, pretend
+
+_OURS = (
+    str(Path(__file__).resolve().parent.parent),
+    str(Path(torch.__file__).resolve().parent),
+    str(Path(os.__file__).resolve().parent),
+    "<frozen",
+)
+SYNTHETIC_SIZES = {True: 512, False: 256}  # train, test
+
+
+class RehearsalStop(BaseException):
+    """The rehearsal ends the script here (its step or time limit): a BaseException, so ``except Exception``
+    in the script cannot swallow it."""
+
+
+def learner_line(script: str | None = None) -> tuple[str, int]:
+    """The innermost frame of the learner's own code (not torch's, not the course's, not the standard library)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_OURS) and "site-packages" not in name and "dist-packages" not in name:
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return script or "?", 0
+
+
+def _main_guards(script: str) -> list[range]:
+    """The lines of the script's module-level ``if __name__ == "__main__":`` blocks."""
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    return [
+        range(node.lineno, node.end_lineno + 1)
+        for node in tree.body
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test)
+    ]
+
+
+def _unguarded_at_import(script: str) -> bool:
+    """Whether the script's module-level line running now would run again in a spawned worker (which imports the
+    script as ``__mp_main__``): a line outside every ``if __name__ == "__main__":`` block."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == script and frame.f_code.co_name == "<module>":
+            return not any(frame.f_lineno in lines for lines in _main_guards(script))
+        frame = frame.f_back
+    return False
+
+
+def _limited_loader(report: Report, ledger: Ledger, machine: Machine, script: str, steps: int, loops: int):
+    """DataLoader.__iter__ yielding at most ``steps`` batches; the loop after ``loops`` loops ends the run."""
+    real_iter = torch.utils.data.DataLoader.__iter__
+    done = {"loops": 0}
+
+    def limited(self):
+        if done["loops"] >= loops:
+            raise RehearsalStop(
+                tr(
+                    "stopped after {loops} loop(s) of at most {steps} batch(es): the step limit (--steps, --loops)",
+                    loops=loops,
+                    steps=steps,
+                )
+            )
+        if machine.mps and self.num_workers > 0 and _unguarded_at_import(script):
+            file, line = learner_line(script)
+            report.add(
+                Finding(
+                    file,
+                    line,
+                    "spawn-workers",
+                    "An attempt has been made to start a new process before the current process has "
+                    "finished its bootstrapping phase.",
+                )
+            )
+        done["loops"] += 1
+        for i, batch in enumerate(real_iter(self)):
+            if i >= steps:
+                break
+            ledger.step += 1
+            yield batch
+
+    return mock.patch.object(torch.utils.data.DataLoader, "__iter__", limited)
+
+
+def _offline_datasets(notes: list[str]):
+    """torchvision's datasets, served by a synthetic stand-in of the same shape when the real one cannot load."""
+    try:
+        import torchvision.datasets as datasets
+    except ImportError:
+        return contextlib.nullcontext()
+    shapes = {
+        "MNIST": ((1, 28, 28), 10),
+        "FashionMNIST": ((1, 28, 28), 10),
+        "KMNIST": ((1, 28, 28), 10),
+        "EMNIST": ((1, 28, 28), 26),
+        "QMNIST": ((1, 28, 28), 10),
+        "CIFAR10": ((3, 32, 32), 10),
+        "CIFAR100": ((3, 32, 32), 100),
+        "SVHN": ((3, 32, 32), 10),
+        "STL10": ((3, 96, 96), 10),
+    }
+    patches = []
+    for name, (shape, classes) in shapes.items():
+        real = getattr(datasets, name, None)
+        if real is not None:
+            patches.append(mock.patch.object(datasets, name, _stand_in(real, name, shape, classes, notes)))
+    stack = contextlib.ExitStack()
+    for patch in patches:
+        stack.enter_context(patch)
+    return stack
+
+
+def _stand_in(real, name, shape, classes, notes):
+    def make(*args, **kwargs):
+        try:
+            return real(*args, **kwargs)
+        except Exception as err:  # offline, no files, a failed download
+            train = kwargs.get("train", kwargs.get("split", "train") in ("train", True))
+            size = SYNTHETIC_SIZES[bool(train)]
+            notes.append(
+                tr(
+                    "{name} could not be loaded ({why}): the rehearsal serves {size} synthetic images of the "
+                    "same shape instead",
+                    name=name,
+                    why=type(err).__name__,
+                    size=size,
+                )
+            )
+            if name == "CIFAR10":
+                from helpers.lesson.data import SyntheticCIFAR
+
+                return SyntheticCIFAR(size, seed=0 if train else 1, transform=kwargs.get("transform"))
+            if len(shape) == 3 and shape[0] == 1:
+                return _SyntheticGrey(size, shape[1:], classes, 0 if train else 1, kwargs)
+            from torchvision.datasets import FakeData
+
+            return FakeData(
+                size=size,
+                image_size=shape,
+                num_classes=classes,
+                transform=kwargs.get("transform"),
+                target_transform=kwargs.get("target_transform"),
+                random_offset=0 if train else size,
+            )
+
+    return make
+
+
+class _SyntheticGrey(torch.utils.data.Dataset):
+    """MNIST-shaped stand-in with what scripts read off the real one: ``data`` (uint8, N x H x W), ``targets``,
+    the old ``train_data``/``test_data``/``train_labels``/``test_labels``, ``classes``; PIL images to the transform."""
+
+    def __init__(self, size: int, hw: tuple[int, int], classes: int, seed: int, kwargs: dict):
+        gen = torch.Generator().manual_seed(seed)
+        self.data = torch.randint(0, 256, (size, *hw), generator=gen, dtype=torch.uint8)
+        self.targets = torch.randint(0, classes, (size,), generator=gen)
+        self.classes = [str(i) for i in range(classes)]
+        self.transform, self.target_transform = kwargs.get("transform"), kwargs.get("target_transform")
+        self.train = bool(kwargs.get("train", True))
+
+    train_data = test_data = property(lambda self: self.data)
+    train_labels = test_labels = property(lambda self: self.targets)
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        from PIL import Image
+
+        img, target = Image.fromarray(self.data[index].numpy(), mode="L"), int(self.targets[index])
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
+
+
+def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
+    by_step = defaultdict(list)
+    for event in ledger.events:
+        by_step[event.step].append(event)
+    lines = []
+    for step in sorted(by_step)[:limit]:
+        events = by_step[step]
+        syncs = Counter((e.what, e.where) for e in events if e.what != "copy")
+        copies = [e for e in events if e.what == "copy"]
+        pinned = sum(e.nbytes for e in copies if e.pinned)
+        pageable = sum(e.nbytes for e in copies if not e.pinned)
+        sites = "; ".join(
+            f"{tr(what)} {Path(f).name}:{line}" + (f" x{n}" if n > 1 else "") for (what, (f, line)), n in syncs.items()
+        )
+        label = tr("before the first batch") if step == 0 else tr("step {n}", n=step)
+        lines.append(
+            "  "
+            + tr(
+                "{label}: {syncs} sync(s){sites}, {copies} copy(ies) to the device, {pageable} "
+                "pageable, {pinned} pinned",
+                label=label,
+                syncs=sum(syncs.values()),
+                sites=f" ({sites})" if sites else "",
+                copies=len(copies),
+                pageable=_bytes(pageable),
+                pinned=_bytes(pinned),
+            )
+        )
+    if len(by_step) > limit:
+        lines.append("  " + tr("... and {n} more step(s) like these", n=len(by_step) - limit))
+    return lines
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _classify(report: Report, err: BaseException, script: str, machine: Machine) -> None:
+    """A script's exception: its own bug (on any machine), or a gap in the rehearsal itself."""
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = str(Path(__file__).resolve().parent)
+    torch_raised = frames and "func(*args" in (frames[-1].line or "")  # the op itself refused: the script's error
+    if frames and frames[-1].filename.startswith(ours) and not torch_raised:
+        report.tool_error = f"{type(err).__name__}: {err}"
+        return
+    text = str(err)
+    if machine.cuda and any(m in text for m in (simulate.NO_DRIVER, simulate.NOT_COMPILED, "CUDA driver")):
+        report.tool_error = tr(
+            "the script calls a part of torch.cuda the rehearsal does not pretend: {error}",
+            error=f"{type(err).__name__}: {text}",
+        )
+        return
+    mine = [f for f in frames if not f.filename.startswith(_OURS) and "-packages" not in f.filename]
+    where = mine[-1] if mine else (frames[-1] if frames else None)
+    report.add(
+        Finding(
+            where.filename if where else script,
+            where.lineno if where else 0,
+            "script-bug",
+            f"{type(err).__name__}: {text}".strip(),
+        )
+    )
+
+
+def run_script(
+    script: str, args: list[str], machine: Machine, steps: int = 3, loops: int = 4, timeout: float = 600
+) -> Report:
+    """Rehearse ``script`` with ``args`` on ``machine``; the Report says what it met."""
+    script = str(Path(script).resolve())
+    report = Report(machine.name)
+    notes: list[str] = []
+
+    def found(kind: str, message: str, detail: str) -> None:
+        file, line = learner_line(script)
+        report.add(Finding(file, line, kind, message, "run", detail))
+
+    ledger = Ledger(machine, found, lambda: learner_line(script))
+    old_argv, old_path, old_timeout = sys.argv, list(sys.path), socket.getdefaulttimeout()
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(Path(script).parent))
+    socket.setdefaulttimeout(10)  # an offline download fails fast
+
+    def out_of_time(signum, frame):
+        raise RehearsalStop(tr("stopped after {seconds:.0f} s: the time limit (--timeout)", seconds=timeout))
+
+    old_alarm = signal.signal(signal.SIGALRM, out_of_time) if hasattr(signal, "SIGALRM") else None
+    if old_alarm is not None:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        with _offline_datasets(notes), _limited_loader(report, ledger, machine, script, steps, loops), pretend(ledger):
+            runpy.run_path(script, run_name="__main__")
+    except RehearsalStop as stop:
+        report.stopped = str(stop)
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            _classify(report, exit_, script, machine)
+    except BaseException as err:  # noqa: BLE001 - a script's own error is a finding
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        _classify(report, err, script, machine)
+    finally:
+        if old_alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_alarm)
+        sys.argv, sys.path[:] = old_argv, old_path
+        socket.setdefaulttimeout(old_timeout)
+    report.steps = ledger.step
+    report.cost = _cost_lines(ledger)
+    if notes:
+        report.stopped = "\n".join([*dict.fromkeys(notes), report.stopped]).strip()
+    return report
+
+
+def rehearse(
+    script: str | Path,
+    *args: str,
+    machine: str = "gpu",
+    steps: int = 3,
+    loops: int = 4,
+    timeout: float = 600,
+    static: bool = False,
+    cwd: str | Path | None = None,
+) -> dict:
+    """Rehearse ``script`` in a child process; its JSON report, plus the script's own ``output`` and ``exit_code``."""
+    command = [
+        sys.executable,
+        "-m",
+        "helpers.rehearse",
+        "--json",
+        "--as",
+        machine,
+        "--steps",
+        str(steps),
+        "--loops",
+        str(loops),
+        "--timeout",
+        str(timeout),
+        *(["--static"] if static else []),
+        str(script),
+        *args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=timeout + 60)
+    start = done.stdout.rfind("\n{\n")
+    start = 0 if done.stdout.startswith("{") else start + 1
+    try:
+        result = json.loads(done.stdout[start:])
+    except json.JSONDecodeError:
+        result = {"runs": False, "findings": [], "tool_error": done.stderr[-2000:] or done.stdout[-2000:]}
+    result.update(output=done.stdout[:start], stderr=done.stderr, exit_code=done.returncode)
+    return result

@@ -1,0 +1,267 @@
+"""``--static``: read a script without running it and list what ties it to one machine (libcst, no execution).
+
+What it reads (the kinds in ``findings``): ``.cuda()``, ``'cuda'`` or ``torch.device('cuda')`` with no fallback
+(outside an ``if``/``... if ... else`` that asks ``is_available()``); a GPU index written in (``'cuda:1'``,
+``.cuda(1)``, ``torch.device('cuda', 1)``, ``CUDA_VISIBLE_DEVICES`` set in the script); ``torch.cuda.FloatTensor``-style
+types; a CUDA default tensor type or default device; ``torch.load`` without ``map_location``; ``nn.DataParallel``
+whose ``state_dict`` is taken from the wrapper; DataLoader workers the script starts without a ``__main__`` guard;
+``.numpy()`` of a tensor that went to the device (names followed through assignments, without ``.cpu()``); a device
+chosen between CUDA and the CPU only (no Mac). It cannot follow values across files or through containers.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from helpers.rehearse.findings import Finding, Report
+
+_INDEX = re.compile(r"^cuda:(\d+)$")
+_MAIN_GUARD = m.If(test=m.Comparison(left=m.Name("__name__")))
+_CUDA_IS_AVAILABLE = m.Call(
+    func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("cuda")), attr=m.Name("is_available"))
+)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    if isinstance(node, cst.Call):
+        return _dotted(node.func) + "()"
+    if isinstance(node, cst.Subscript):
+        return _dotted(node.value) + "[]"
+    return ""
+
+
+def _string(node) -> str | None:
+    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+
+
+def _asks_availability(node: cst.CSTNode) -> bool:
+    return bool(m.findall(node, m.Attribute(attr=m.Name("is_available")) | m.Name("is_available")))
+
+
+def _mentions(node: cst.CSTNode, text: str) -> bool:
+    return text in cst.Module([]).code_for_node(node)
+
+
+class _Reader(m.MatcherDecoratableVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, file: str, code: str) -> None:
+        super().__init__()
+        self.file = file
+        self.found: list[tuple[int, str, str]] = []
+        self.guards = 0  # inside an if / ifexp that asks is_available()
+        self.functions = 0
+        self.main_guard = 0
+        self.has_main_guard = bool(re.search(r"^if\s+__name__\s*==", code, re.MULTILINE))
+        self.mentions_mps = "mps" in code
+        self.uses_cuda = bool(re.search(r"\.cuda\(|['\"]cuda", code))
+        self.availability: set[str] = set()  # names assigned from torch.cuda.is_available()
+        self.top_loaders: dict[str, tuple[int, str]] = {}  # module-level loaders with workers, by name
+        self.top_iterated: set[str] = set()
+        self._loader_name = ""  # names a module-level loop outside the guard iterates
+        self.device_names: set[str] = set()
+        self.wrappers: set[str] = set()
+        self.wrapper_lines: dict[str, int] = {}
+        self.fallback_line: int | None = None
+        self.numpy_calls: list[tuple[int, str]] = []
+
+    def line(self, node) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def add(self, node, kind: str, message: str) -> None:
+        self.found.append((self.line(node), kind, message))
+
+    # scopes -------------------------------------------------------------------------------------------------
+    def _guards(self, test: cst.BaseExpression) -> bool:
+        """A test that only lets CUDA code run where CUDA is: is_available(), a name assigned from it, or a device
+        already chosen (``device.type == 'cuda'``, ``x.is_cuda``)."""
+        if _asks_availability(test):
+            return True
+        names = {n.value for n in m.findall(test, m.Name())}
+        if names & self.availability:
+            return True
+        code = cst.Module([]).code_for_node(test)
+        return bool(re.search(r"\.type\s*==\s*['\"]cuda['\"]|['\"]cuda['\"]\s*==\s*[\w.]+\.type\b|\.is_cuda\b", code))
+
+    def visit_If(self, node: cst.If) -> None:
+        if m.matches(node, _MAIN_GUARD):
+            self.main_guard += 1
+        if self._guards(node.test):
+            self.guards += 1
+            self._fallback(node)
+
+    def leave_If(self, node: cst.If) -> None:
+        if m.matches(node, _MAIN_GUARD):
+            self.main_guard -= 1
+        if self._guards(node.test):
+            self.guards -= 1
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        if self._guards(node.test):
+            self.guards += 1
+            self._fallback(node)
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        if self._guards(node.test):
+            self.guards -= 1
+
+    def visit_For(self, node: cst.For) -> None:
+        if not self.functions and not self.main_guard:
+            self.top_iterated |= {n.value for n in m.findall(node.iter, m.Name())}
+
+    def visit_FunctionDef(self, node) -> None:
+        self.functions += 1
+
+    def leave_FunctionDef(self, node) -> None:
+        self.functions -= 1
+
+    def _fallback(self, node) -> None:
+        if self.fallback_line is None and _mentions(node.test, "cuda.is_available"):
+            self.fallback_line = self.line(node)
+
+    # names --------------------------------------------------------------------------------------------------
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        self._loader_name = _dotted(node.targets[0].target) if len(node.targets) == 1 else ""
+        wrapped = value
+        while m.matches(wrapped, m.Call(func=m.Attribute(attr=m.Name("cuda") | m.Name("to")))):
+            wrapped = wrapped.func.value  # nn.DataParallel(model).cuda()
+        for target in node.targets:
+            name = _dotted(target.target)
+            if isinstance(target.target, cst.Name) and m.findall(value, _CUDA_IS_AVAILABLE):  # `True if ... else`
+                self.availability.add(name)
+            if m.matches(wrapped, m.Call(func=m.Attribute(attr=m.Name("DataParallel")) | m.Name("DataParallel"))):
+                self.wrappers.add(name)
+                self.wrapper_lines[name] = self.line(node)
+            if name and self._on_device(value):
+                self.device_names.add(name)
+        if isinstance(value, cst.SimpleString) and _string(value) in ("cuda", "cuda:0") and not self.guards:
+            self.add(node, "cuda-call", f"{_dotted(node.targets[0].target)} = {value.value}")
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self._loader_name = ""
+
+    def _on_device(self, value: cst.BaseExpression) -> bool:
+        code = cst.Module([]).code_for_node(value)
+        if ".cpu()" in code or ".item()" in code or ".tolist()" in code or ".numpy()" in code:
+            return False
+        if re.search(r"\.cuda\(|\.to\(", code):
+            return True
+        names = {n.value for n in m.findall(value, m.Name())}
+        return bool(names & self.device_names)
+
+    # calls --------------------------------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.fallback_line is None and m.matches(node, _CUDA_IS_AVAILABLE):
+            self.fallback_line = self.line(node)  # the first line that asks, an if's or an assignment's
+        func = _dotted(node.func)
+        args = [a for a in node.args if a.keyword is None]
+        kwargs = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        last = func.rsplit(".", 1)[-1]
+        if last == "cuda" and isinstance(node.func, cst.Attribute) and func not in ("torch.cuda",):
+            index = args[0].value if args else kwargs.get("device")
+            literal = index.value if isinstance(index, cst.Integer) else None
+            if literal is not None and int(literal) >= 1:
+                self.add(node, "device-literal", f".cuda({literal})")
+            elif not self.guards:
+                self.add(node, "cuda-call", ".cuda()")
+        elif func in ("torch.device", "device") and args:
+            kind = _string(args[0].value)
+            index = args[1].value if len(args) > 1 else None
+            if kind is not None:
+                self._device_string(node, kind, index)
+        elif last == "to" and args:
+            kind = _string(args[0].value)
+            if kind is not None:
+                self._device_string(node, kind)
+        elif func.endswith("set_default_tensor_type") and _mentions(node, "cuda"):
+            self.add(node, "default-tensor-type", "set_default_tensor_type(cuda)")
+        elif func.endswith("set_default_device") and args and (_string(args[0].value) or "").startswith("cuda"):
+            self.add(node, "default-tensor-type", "set_default_device('cuda')")
+        elif func == "torch.load" and len(args) < 2 and "map_location" not in kwargs:
+            self.add(node, "load-no-map-location", "torch.load(...)")
+        elif last == "state_dict" and isinstance(node.func, cst.Attribute):
+            owner = _dotted(node.func.value)
+            if owner in self.wrappers:
+                self.add(node, "dataparallel-prefix", f"{owner}.state_dict()")
+                self.wrappers.discard(owner)
+        elif last == "DataLoader":
+            workers = kwargs.get("num_workers")
+            if len(args) >= 6:
+                workers = args[5].value
+            zero = isinstance(workers, cst.Integer) and workers.value == "0"
+            if workers is not None and not zero and not self.main_guard:
+                if not self.has_main_guard:
+                    self.add(node, "workers-no-main-guard", "DataLoader(num_workers=...)")
+                elif not self.functions:  # built at import time: a problem if a loop at import time uses it
+                    self.top_loaders[self._loader_name or f"<{self.line(node)}>"] = (self.line(node), "")
+        elif last == "numpy" and isinstance(node.func, cst.Attribute):
+            self.numpy_calls.append((self.line(node), cst.Module([]).code_for_node(node.func.value)))
+        if "device" in kwargs:
+            kind = _string(kwargs["device"])
+            if kind is not None:
+                self._device_string(node, kind)
+
+    def _device_string(self, node, kind: str, index: cst.BaseExpression | None = None) -> None:
+        number = _INDEX.match(kind)
+        if isinstance(index, cst.Integer) and kind == "cuda":
+            number = re.match(r"(\d+)", index.value)
+        if number and int(number.group(1)) >= 1:
+            self.add(node, "device-literal", repr(kind) if index is None else f"torch.device('cuda', {index.value})")
+        elif kind.startswith("cuda") and not self.guards:
+            self.add(node, "cuda-call", repr(kind))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        dotted = _dotted(node)
+        if re.fullmatch(r"torch\.cuda\.\w+Tensor", dotted):
+            self.add(node, "cuda-tensor-type", dotted)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if m.matches(node, m.Subscript(value=m.Attribute(value=m.Name("os"), attr=m.Name("environ")))) and _mentions(
+            node, "CUDA_VISIBLE_DEVICES"
+        ):
+            self.add(node, "device-literal", "os.environ['CUDA_VISIBLE_DEVICES']")
+
+    def finish(self) -> None:
+        for name, (line, _) in self.top_loaders.items():
+            if name in self.top_iterated:
+                self.found.append((line, "workers-no-main-guard", "DataLoader(num_workers=...)"))
+        for line, receiver in self.numpy_calls:
+            if ".cpu()" in receiver or ".detach().cpu" in receiver:
+                continue
+            names = set(re.findall(r"[A-Za-z_][\w.]*", receiver))
+            roots = {n.split(".")[0] for n in names} | names
+            if roots & self.device_names or re.search(r"\.cuda\(|\.to\(", receiver):
+                self.found.append((line, "numpy-of-device-tensor", f"{receiver}.numpy()"))
+        if self.fallback_line is not None and not self.mentions_mps and self.uses_cuda:
+            self.found.append((self.fallback_line, "cuda-only-fallback", "torch.cuda.is_available()"))
+
+
+def read(path: str | Path) -> Report:
+    """The static reading of one script, as a Report (machine ``static``)."""
+    path = Path(path)
+    code = path.read_text(encoding="utf-8", errors="replace")
+    report = Report("static")
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError as err:
+        report.add(Finding(str(path), err.raw_line, "script-bug", f"SyntaxError: {err.message}", "static"))
+        return report
+    reader = _Reader(str(path), code)
+    MetadataWrapper(module).visit(reader)
+    reader.finish()
+    seen = set()
+    for line, kind, message in sorted(reader.found):
+        if (line, kind) not in seen:
+            seen.add((line, kind))
+            report.add(Finding(str(path), line, kind, message, "static"))
+    return report

@@ -1,0 +1,193 @@
+"""``python -m helpers.rehearse``: the pretend machines find what the real ones raise, at the learner's line, with
+the CPU's own numbers; ``--static`` reads each kind; ``--fix`` gives a script that rehearses clean everywhere."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers.rehearse.port import port_source
+from helpers.rehearse.script_run import rehearse
+from helpers.rehearse.static_check import read
+from tools import course
+
+SCRIPTS = course.ROOT / "tests" / "fixtures" / "rehearse"
+METHOD2 = SCRIPTS / "method2_labels_on_cpu.py"
+
+
+def kinds_at(result: dict) -> set[tuple[str, int]]:
+    return {(f["kind"], f["line"]) for f in result["findings"]}
+
+
+def plain_cpu_output(script, *args) -> str:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_method_2_on_a_pretend_gpu_finds_the_labels_and_numpy_at_their_lines_with_the_cpus_numbers():
+    result = rehearse(METHOD2, machine="gpu", steps=10, loops=10)
+    assert result["exit_code"] == 1 and not result["runs"]
+    assert kinds_at(result) == {("mixed-devices", 20), ("numpy-of-device-tensor", 25)}
+    mixed = next(f for f in result["findings"] if f["kind"] == "mixed-devices")
+    assert "cuda:0 and cpu" in mixed["message"] and "notebook 03, section 8" in mixed["lesson"]
+    # the run went on: every step printed, and the numbers are those of the plain CPU run
+    assert result["output"].strip() == plain_cpu_output(METHOD2).strip()
+
+
+def test_the_step_limit_stops_the_run_and_says_so():
+    result = rehearse(METHOD2, machine="gpu", steps=2, loops=1)
+    assert result["output"].count("loss ") == 2
+    assert "step limit" in result["stopped"]
+
+
+def test_method_2_runs_on_a_mac_and_a_laptop_but_never_uses_the_macs_gpu():
+    for machine in ("mac", "laptop"):
+        assert rehearse(METHOD2, machine=machine)["exit_code"] == 0
+    assert ("cuda-only-fallback", 11) in {(f.kind, f.line) for f in read(METHOD2).findings}
+
+
+def test_a_gpu_index_past_the_machines_gpus_and_a_cuda_call_on_a_laptop(tmp_path):
+    script = tmp_path / "index.py"
+    script.write_text("import torch\nx = torch.ones(2).to('cuda:3')\nprint(x.sum().item())\n")
+    assert ("device-index", 2) in kinds_at(rehearse(script, machine="gpus:2"))
+    assert rehearse(script, machine="gpus:4")["exit_code"] == 0
+    laptop = rehearse(script, machine="laptop")
+    assert ("no-gpu", 2) in kinds_at(laptop) and "NVIDIA driver" in laptop["findings"][0]["message"]
+    assert laptop["output"].strip() == "2.0"  # the run went on, on the CPU
+
+
+def test_float64_is_refused_on_a_mac_only():
+    assert ("mps-float64", 7) in kinds_at(rehearse(SCRIPTS / "mac_float64.py", machine="mac"))
+    assert rehearse(SCRIPTS / "mac_float64.py", machine="gpu")["exit_code"] == 0
+
+
+def test_a_checkpoint_saved_on_a_gpu_needs_map_location_on_a_laptop(tmp_path):
+    saved = tmp_path / "model.pth"
+    assert rehearse(SCRIPTS / "save_on_gpu.py", str(saved), machine="gpu")["exit_code"] == 0
+    laptop = rehearse(SCRIPTS / "load_anywhere.py", str(saved), machine="laptop")
+    assert ("load-missing-device", 12) in kinds_at(laptop)
+    assert "map_location" in laptop["findings"][0]["message"]
+    assert rehearse(SCRIPTS / "load_anywhere.py", str(saved), "map", machine="laptop")["exit_code"] == 0
+    assert rehearse(SCRIPTS / "load_anywhere.py", str(saved), machine="gpu")["exit_code"] == 0
+
+
+def test_a_scripts_own_bug_is_reported_as_such_not_as_a_failure_of_the_rehearsal(tmp_path):
+    script = tmp_path / "bug.py"
+    script.write_text("import torch\nx = torch.ones(2, 3)\ny = x @ x\n")
+    result = rehearse(script)
+    assert [(f["kind"], f["line"]) for f in result["findings"]] == [("script-bug", 3)]
+    assert not result["tool_error"] and result["exit_code"] == 1
+
+
+def test_static_reads_every_kind_at_its_line():
+    found = {(f.kind, f.line) for f in read(SCRIPTS / "machine_bound.py").findings}
+    assert found == {
+        ("cuda-call", 7),
+        ("device-literal", 8),
+        ("cuda-tensor-type", 9),
+        ("cuda-tensor-type", 10),
+        ("default-tensor-type", 10),
+        ("load-no-map-location", 11),
+        ("dataparallel-prefix", 13),
+        ("workers-no-main-guard", 14),
+    }
+
+
+def test_a_device_agnostic_script_reads_clean():
+    ported, _ = port_source(METHOD2.read_text(), "method2.py")
+    kinds = {f.kind for f in read_text(ported).findings}
+    assert not kinds & {"cuda-call", "numpy-of-device-tensor", "cuda-only-fallback"}, kinds
+
+
+def read_text(code: str):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "script.py"
+        path.write_text(code)
+        return read(path)
+
+
+def test_fix_ports_method_2_keeping_comments_and_rehearses_it_clean_everywhere(tmp_path):
+    script = tmp_path / "method2.py"
+    shutil.copy(METHOD2, script)
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.rehearse", "--fix", "--write", str(tmp_path / "out.py"), str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for machine in ("gpu", "mac", "laptop"):
+        assert f"rehearsed as {machine}: runs" in done.stdout
+    ported = (tmp_path / "out.py").read_text()
+    assert '"""The articles\' method 2' in ported and "labels = labels.to(device)" in ported
+    assert ".cuda()" not in ported and "outputs.argmax(1).detach().cpu().numpy()" in ported
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["method2.py", "out.py"]  # nothing left behind
+    assert plain_cpu_output(tmp_path / "out.py") == plain_cpu_output(script)
+
+
+def test_the_report_speaks_chinese(monkeypatch):
+    env = {**os.environ, "COURSE_LANG": "zh-CN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.rehearse", "--steps", "1", "--loops", "1", str(METHOD2)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert "能否在一台有 CUDA GPU 的机器上运行：不能，有 2 个问题" in done.stdout
+    assert "修复：" in done.stdout and "Expected all tensors to be on the same device" in done.stdout
+
+
+def test_a_wrong_machine_or_a_missing_script_is_a_clear_usage_error(tmp_path):
+    for args in (["--as", "tpu", str(METHOD2)], [str(tmp_path / "missing.py")]):
+        done = subprocess.run([sys.executable, "-m", "helpers.rehearse", *args], capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.strip()
+
+
+@pytest.mark.parametrize("machine", ["gpu", "mac"])
+def test_json_is_one_object_with_file_line_kind_message_fix(machine):
+    result = rehearse(METHOD2, machine=machine, steps=1, loops=1)
+    for finding in result["findings"]:
+        assert {"file", "line", "kind", "message", "fix"} <= set(finding)
+
+
+def test_static_sees_a_guard_in_a_name_or_a_chosen_device_and_workers_behind_a_late_main_guard():
+    """Shapes met in public scripts: ``use_gpu = torch.cuda.is_available()`` then ``if use_gpu:``; ``.cuda()``
+    behind ``device.type == 'cuda'``; ``nn.DataParallel(model).cuda()``; a main guard at the end of the file;
+    a loader built at import time but iterated only under the guard."""
+    found = {(f.kind, f.line) for f in read(SCRIPTS / "guarded_three_ways.py").findings}
+    assert found == {("cuda-only-fallback", 7), ("dataparallel-prefix", 21)}
+
+
+def test_adam_steps_on_a_pretend_gpu_without_asking_the_real_driver():
+    result = rehearse(SCRIPTS / "adam_on_the_device.py")
+    assert result["runs"] and not result["tool_error"], result
+    assert result["output"] == plain_cpu_output(SCRIPTS / "adam_on_the_device.py")
+
+
+def test_the_offline_mnist_has_the_tensors_scripts_read_off_the_real_one(tmp_path):
+    result = rehearse(SCRIPTS / "old_mnist_attributes.py", str(tmp_path / "nowhere"))
+    assert result["runs"] and not result["tool_error"], result
+    assert result["output"].splitlines()[:3] == ["(28, 28) torch.uint8 True", "(5, 28, 28) 10", "Image int"]
+
+
+def test_an_old_scripts_variable_and_lstm_stay_on_the_pretend_gpu():
+    result = rehearse(SCRIPTS / "legacy_variable_lstm.py")
+    assert result["runs"] and not result["tool_error"], result
+    assert result["output"] == plain_cpu_output(SCRIPTS / "legacy_variable_lstm.py")
+
+
+def test_static_sees_a_flag_set_through_a_conditional_expression_as_a_guard():
+    found = {(f.kind, f.line) for f in read(SCRIPTS / "flag_from_a_conditional.py").findings}
+    assert found == {("cuda-only-fallback", 6), ("cuda-tensor-type", 8)}
+
+
+def test_workers_on_a_mac_are_a_problem_only_where_a_spawned_worker_would_start_them_again():
+    assert rehearse(SCRIPTS / "workers_in_main.py", machine="mac", steps=1, loops=2)["exit_code"] == 0
+    unguarded = rehearse(SCRIPTS / "workers_in_main.py", "unguarded", machine="mac", steps=1, loops=2)
+    assert ("spawn-workers", 11) in kinds_at(unguarded)
