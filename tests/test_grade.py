@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.course import grade
+from helpers.course.grade import NOT_PASSED, NOT_RUN, PASSED
 from helpers.exercises import NOT_WRITTEN, VERDICTS_ENV
 from helpers.exercises import ex01_cuda as check
 
@@ -20,8 +21,11 @@ SOLVED = NOTEBOOKS / "solutions" / "01_cpu_to_gpu_cuda_solutions.ipynb"
 LESSON = NOTEBOOKS / "01_cpu_to_gpu_cuda.ipynb"
 TIMEOUT_S = 60  # the shipped lesson 01 runs in about 20 s on two busy cores; the looping notebook takes all of it
 HEADER = (
-    "file,lesson,status,passed,exercises,01.move_to,01.move_to feedback,01.float_tensor_on,01.float_tensor_on feedback"
+    "student,file,lesson,status,seconds,points,possible,percentage,passed,exercises,"
+    "01.move_to points,01.move_to of,01.move_to,01.move_to feedback,"
+    "01.float_tensor_on points,01.float_tensor_on of,01.float_tensor_on,01.float_tensor_on feedback"
 )
+MISSING = "no float_tensor_on was defined when the notebook ended (its cell did not run, or it was renamed)"
 
 
 def code_cell(source: str) -> dict:
@@ -85,29 +89,29 @@ def test_the_csv_has_one_row_per_file_with_each_exercise_and_a_status(graded, ca
     floats = "".join(solved["cells"][cell_index(solved, "def float_tensor_on")]["source"])
     floats = pass_message(floats, "float_tensor_on", capsys)
     second = cell_index(solved, "def float_tensor_on") + 1  # cells counted from 1
+    timeout = f"timeout after {TIMEOUT_S} s"
+    syntax = f"syntax error in cell {second}"
+    died = f"error: the kernel died in cell {second} (a crash, or out of memory)"
+    one, two = ["1", "1"], ["2", "2"]  # each exercise's points, of how many
+    no1, no2 = ["0", "1"], ["0", "2"]
     rows = [
-        ["ana.ipynb", "ex01_cuda", "ok", "2", "2", "passed", move, "passed", floats],
-        ["ben.ipynb", "ex01_cuda", f"timeout after {TIMEOUT_S} s", "1", "2", "passed", move, "not run", ""],
-        ["chloe.ipynb", "ex01_cuda", "ok", "0", "2", "not passed", NOT_WRITTEN, "not passed", NOT_WRITTEN],
-        ["dan.ipynb", "ex01_cuda", f"syntax error in cell {second}", "1", "2", "passed", move, "not run", ""],
-        ["eve.ipynb", "", "not a notebook: not JSON (Expecting value at line 1)", "", "", "", "", "", ""],
-        [
-            "fay.ipynb",
-            "ex01_cuda",
-            f"error: the kernel died in cell {second} (a crash, or out of memory)",
-            "1",
-            "2",
-            "passed",
-            move,
-            "not run",
-            "",
-        ],
-    ]
-    expected = io.StringIO(newline="")
-    writer = csv.writer(expected)
-    writer.writerow(HEADER.split(","))
-    writer.writerows(rows)
-    assert text == expected.getvalue()
+        ["ana", "ana.ipynb", "ex01_cuda", "ok", "3", "3", "100.0", "2", "2", *one, PASSED, move, *two, PASSED, floats],
+        ["ben", "ben.ipynb", "ex01_cuda", timeout,
+         "1", "3", "33.3", "1", "2", *one, PASSED, move, *no2, NOT_RUN, MISSING],
+        ["chloe", "chloe.ipynb", "ex01_cuda", "ok", "0", "3", "0.0", "0", "2",
+         *no1, NOT_PASSED, NOT_WRITTEN, *no2, NOT_PASSED, NOT_WRITTEN],
+        ["dan", "dan.ipynb", "ex01_cuda", syntax,
+         "1", "3", "33.3", "1", "2", *one, PASSED, move, *no2, NOT_RUN, MISSING],
+        ["eve", "eve.ipynb", "", "not a notebook: not JSON (Expecting value at line 1)", *[""] * 13],
+        # the kernel died: nothing is left to call the checks in, so nothing is graded (the status says why)
+        ["fay", "fay.ipynb", "ex01_cuda", died, "0", "3", "0.0", "0", "2", *no1, NOT_RUN, "", *no2, NOT_RUN, ""],
+    ]  # fmt: skip
+    got = list(csv.reader(io.StringIO(text)))
+    assert got[0] == HEADER.split(",")
+    for row in got[1:]:
+        assert float(row[4]) > 0 or row[0] == "eve"  # the seconds it took
+        row[4] = ""
+    assert got[1:] == [[*row[:4], "", *row[4:]] for row in rows]
     assert code == 0
 
 
@@ -118,6 +122,7 @@ def test_the_learners_files_are_left_as_they_were(graded):
 
 def test_a_runner_that_does_not_stop_in_time_is_killed(tmp_path, monkeypatch):
     monkeypatch.setattr(grade, "KILL_GRACE_S", 0)  # killed at the limit, whatever it is doing
+    monkeypatch.setattr(grade, "CHECK_TIMEOUT_S", 0)  # and no time left for the checks
     shutil.copyfile(SOLVED, tmp_path / "x.ipynb")
     result = grade.grade_one(tmp_path / "x.ipynb", timeout=0.5, device="cpu")
     assert (result.status, result.verdicts, result.passed) == ("timeout after 0.5 s", {}, 0)
@@ -140,7 +145,7 @@ def test_the_exercises_are_every_check_of_the_lesson_module():
         "helpers.exercises.ex01_cuda.move_to",
         "helpers.exercises.ex01_cuda.float_tensor_on",
     ]
-    assert grade.column("helpers.exercises.ex01_cuda.move_to") == "01.move_to"
+    assert grade.column("ex01_cuda", grade.Exercise("move_to", "move_to")) == "01.move_to"
 
 
 def test_files_that_are_no_lesson_get_a_status_and_are_not_run(tmp_path):
@@ -157,27 +162,28 @@ def test_files_that_are_no_lesson_get_a_status_and_are_not_run(tmp_path):
         ("d.ipynb", "not a notebook: JSON without a list of cells"),
     ]
     header = (tmp_path / "out.csv").read_text(encoding="utf-8-sig").splitlines()[0]
-    assert header == "file,lesson,status,passed,exercises"
+    assert header == "student,file,lesson,status,seconds,points,possible,percentage,passed,exercises"
 
 
-def test_columns_of_several_lessons_and_the_last_verdict_counts(tmp_path):
-    one = grade.Result("a.ipynb", "ex01_cuda", exercises=grade.exercises_of("ex01_cuda"))
-    one.verdicts = grade._verdicts(_verdict_file(tmp_path / "v1", [("ex01_cuda.move_to", False, "No.\n  Hint: h"),
-                                                                  ("ex01_cuda.move_to", True, "Yes.")]))  # fmt: skip
-    zero = grade.Result("b.ipynb", "ex00_prerequisites", exercises=grade.exercises_of("ex00_prerequisites"))
+def test_columns_of_several_lessons_with_points(tmp_path):
+    one = grade.Result("a.ipynb", "a", "ex01_cuda", exercises=grade.lesson_exercises("ex01_cuda", {}))
+    (tmp_path / "v.json").write_text(json.dumps({"move_to": {"state": "passed", "message": "Yes."}, "x": "cut"}))
+    one.verdicts = grade._verdicts(tmp_path / "v.json")
+    zero = grade.Result(
+        "b.ipynb", "b", "ex00_prerequisites", exercises=grade.lesson_exercises("ex00_prerequisites", {})
+    )
     grade.write_csv([one, zero], tmp_path / "out.csv")
     rows = list(csv.DictReader((tmp_path / "out.csv").open(newline="", encoding="utf-8-sig")))
-    assert list(rows[0])[5].startswith("00.")  # lesson 00's columns come first
-    assert (rows[0]["01.move_to"], rows[0]["01.move_to feedback"], rows[0]["passed"]) == ("passed", "Yes.", "1")
+    assert list(rows[0])[10].startswith("00.")  # lesson 00's columns come first
+    assert (rows[0]["01.move_to"], rows[0]["01.move_to feedback"], rows[0]["01.move_to points"]) == (
+        "passed",
+        "Yes.",
+        "1",
+    )
+    assert (rows[0]["points"], rows[0]["possible"], rows[0]["percentage"]) == ("1", "3", "33.3")
     assert rows[0]["01.float_tensor_on"] == "not run" and rows[1]["01.move_to"] == ""
     assert rows[1]["passed"] == "0" and rows[1]["exercises"] == str(len(zero.exercises))
-    assert all(rows[1][grade.column(name)] == "not run" for name in zero.exercises)
-
-
-def _verdict_file(path: Path, verdicts) -> Path:
-    lines = [json.dumps({"check": f"helpers.exercises.{c}", "passed": p, "message": m}) for c, p, m in verdicts]
-    path.write_text("\n".join([*lines, '{"check": "cut short by a ki']), encoding="utf-8")
-    return path
+    assert all(rows[1][grade.column(zero.lesson, e)] == "not run" for e in zero.exercises)
 
 
 def test_a_check_appends_its_verdict_only_when_asked(tmp_path, monkeypatch, capsys):
@@ -200,11 +206,12 @@ def test_a_check_appends_its_verdict_only_when_asked(tmp_path, monkeypatch, caps
 
 
 def test_the_notebooks_environment_cuts_the_network_and_hides_the_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv(VERDICTS_ENV, str(tmp_path / "teacher.jsonl"))
     assert grade.VERDICTS_ENV == VERDICTS_ENV  # the variable the checks read
     env = grade.environment("cpu", tmp_path)
     assert env["COURSE_QUICK"] == "1" and env["COURSE_DEVICE"] == "cpu" and env["CUDA_VISIBLE_DEVICES"] == ""
     assert all(env[name] == "http://127.0.0.1:9" for name in grade.PROXY_VARIABLES)
-    assert env["no_proxy"] == env["NO_PROXY"] == "" and env[VERDICTS_ENV] == str(tmp_path / "verdicts.jsonl")
+    assert env["no_proxy"] == env["NO_PROXY"] == "" and VERDICTS_ENV not in env  # the cells' verdicts do not count
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     gpu = grade.environment("cuda", tmp_path)
     assert gpu["COURSE_DEVICE"] == "cuda" and gpu["CUDA_VISIBLE_DEVICES"] == "1"  # left as it is

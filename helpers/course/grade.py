@@ -2,25 +2,51 @@
 
     python -m helpers grade submissions/                  # writes grades.csv here
     python -m helpers grade submissions/ --out 01.csv --timeout 180 --jobs 2
+    python -m helpers grade submissions/ --format canvas --assignment "Lab 03" --feedback returned/ --executed
 
-Every ``*.ipynb`` directly in FOLDER is run from top to bottom in a fresh kernel, the way "Restart and
-run all" would, and the verdict of each exercise check is collected. The CSV has one row per file:
+Submissions: every ``*.ipynb`` directly in FOLDER (the student ID is the file's name without ``.ipynb``) and every
+``*.ipynb`` in its sub-folders (one folder per student, as nbgrader's ``submitted/`` or a platform's download: the
+student ID is the sub-folder's name). Each runs from top to bottom in a fresh kernel, the way "Restart and run
+all" would; then, in that same kernel, the grader imports the course's checks afresh and calls each exercise's
+check on the learner's function, found by the name the lesson's check cell passes (``check.move_to(move_to)``).
+The grade comes from that call's return value.
 
-- ``file``, ``lesson`` (the check module the notebook imports, e.g. ``ex01_cuda``), ``status``,
-  ``passed`` and ``exercises`` (how many of the lesson's exercises passed, out of how many);
-- for each exercise of the lessons found, two columns, e.g. ``01.move_to`` (``passed``, ``not passed``
-  or ``not run``) and ``01.move_to feedback`` (the first line of the check's feedback).
+The CSV (``--format course``, the default) has one row per notebook: ``student``, ``file``, ``lesson`` (the check
+module, e.g. ``ex01_cuda``), ``status`` in full, ``seconds`` (the notebook and its checks), ``points``,
+``possible``, ``percentage``, ``passed`` and ``exercises`` (how many passed, of how many), then four columns per
+exercise, e.g. ``01.move_to points``, ``01.move_to of`` (its points), ``01.move_to`` (``passed``, ``not passed``
+or ``not run``: the function was not defined when the notebook ended) and ``01.move_to feedback`` (what the check
+said, in full). An exercise's points come from the course's lesson (its check cell's metadata, ``course: {points:
+N}``, shown to the learner in the exercise's statement), never from the submission; where the course's notebooks
+are not beside the package, from the submission's own check cells, and 1 where neither says.
 
-The lesson comes from the notebook's cells (its ``from helpers.exercises import exNN_... as check``
-line), never from the file name, and the exercises are all the checks of that module: one the learner
-never ran reads ``not run``. A check called more than once counts with its last verdict.
+Gradebook layouts: ``--format canvas`` writes Canvas's gradebook import (``Student, ID, SIS User ID, SIS Login ID,
+Section``, one column per assignment named ``--assignment`` or ``Lesson NN``, a ``Points Possible`` row; the
+student ID goes in ``SIS Login ID``, which Canvas matches); ``--format moodle`` writes what Moodle's "Import grades
+from CSV" maps (``Username``, the points per assignment, ``Feedback (...)``). Both hold one row per student.
+``--feedback DIR`` writes ``DIR/STUDENT.html`` (each exercise's verdict, points and the check's first-level
+feedback: what is wrong and the first hint, never a solution); ``--executed`` keeps each executed notebook beside
+it (``STUDENT.FILE.executed.ipynb``, without the grader's cells).
 
-``status`` is ``ok`` (every cell ran; cells tagged ``raises-exception`` may raise), ``syntax error in
-cell N``, ``error: <the first error's first line> (cell N)``, ``error: the kernel died in cell N ...``,
-``timeout after N s`` (exercises checked before the limit keep their verdicts), ``not a notebook: ...``,
-or ``no exercises: ...`` for a notebook that imports no lesson's checks (not run). Cells are counted from
-the top, markdown cells included, from 1. After an error the remaining cells still run, so a later
-exercise is still graded.
+The lesson comes from the notebook's cells (its ``from helpers.exercises import exNN_... as check`` line, else the
+lesson number of its title, ``# 03 · ...``), never from the file name, and the exercises are all the checks of that
+module.
+
+``status`` is ``ok`` (every cell ran; cells tagged ``raises-exception`` may raise), ``syntax error in cell N``,
+``error: <the first error's first line> (cell N)``, ``error: the kernel died in cell N ...`` (nothing is graded:
+no kernel is left to call the checks in), ``timeout after N s`` (the running cell is interrupted, the rest are not
+run, and the functions defined by then are still graded), ``not a notebook: ...``, or ``no exercises: ...`` for a
+notebook that names no lesson (not run). Cells are counted from the top, markdown cells included, from 1. After an
+error the remaining cells still run, so a later exercise is still graded.
+
+What the grading closes (each case is tested in ``tests/test_grade_marks.py``): a deleted check cell (the one
+that imports the checks included), an edited check cell (``ok = True``), a ``check`` name redefined, a patched
+``helpers.exercises`` module or ``Feedback`` class in the kernel (the checks are imported afresh), and ``[PASS]``
+printed anywhere (printed output is never read). What remains possible: the learner's code runs with the kernel's
+full powers before the checks do, so code written to detect grading can still cheat (patching ``torch``,
+``builtins``, ``sys.modules['helpers.lesson...']`` or the import system so the fresh import is not the course's,
+or an answer that recognises the check's inputs and returns memorised outputs). A teacher who must exclude that
+reads the code, or grades with hidden tests of their own (nbgrader's hidden test cells, ``tools/nbgrader_source.py``).
 
 How a notebook runs:
 
@@ -30,8 +56,8 @@ How a notebook runs:
 - in a kernel of this Python (the course installed), one notebook after another, or ``--jobs N`` at a
   time; each within ``--timeout`` seconds in all, kernel start included (default 600: the ten shipped
   lessons used about 50 s of CPU time each on average, and took 40 s to 7 min each on a busy 2-core
-  machine). A notebook that hangs, crashes its kernel or is not a notebook is reported in its row and the
-  others go on;
+  machine), then each exercise's check within ``--check-timeout`` seconds (default 120). A notebook that hangs,
+  crashes its kernel or is not a notebook is reported in its row and the others go on;
 - in quick mode (``COURSE_QUICK=1``) on the CPU (``COURSE_DEVICE=cpu``, ``CUDA_VISIBLE_DEVICES`` empty);
   ``--device cuda`` (or ``auto``, ``mps``, ``cuda:1``) runs on that device instead, leaving
   ``CUDA_VISIBLE_DEVICES`` as it is;
@@ -45,12 +71,7 @@ How a notebook runs:
 What is not blocked: code that opens sockets itself or ignores the proxy variables (DNS lookups
 included) still reaches the network, and a notebook can read and write whatever the teacher's account
 can, use all the memory and start processes. This is not a sandbox: run notebooks you do not trust
-inside a container or virtual machine without a network (``docker run --network none ...``). Nor is it
-an exam proctor: a notebook's code can print or write anything, a forged verdict included.
-
-How verdicts are read: with ``COURSE_VERDICTS`` set (see ``helpers.exercises``), every exercise check
-also appends its verdict, as one JSON line with the check's module and name, to a file outside the
-notebook's folder; the notebook's printed output is not parsed.
+inside a container or virtual machine without a network (``docker run --network none ...``).
 """
 
 from __future__ import annotations
@@ -77,6 +98,7 @@ from helpers.course.config import DEVICE_ENV, FULL_ENV, QUICK_ENV, VERDICTS_ENV
 DEFAULT_TIMEOUT_S = 600  # the slowest lessons (05, 06, 08) took up to 7 min on a busy 2-core machine
 CLOSED_PORT = "http://127.0.0.1:9"  # the discard port: nothing listens there, a connection fails at once
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+CHECK_TIMEOUT_S = 120  # per exercise, after the notebook ran: the slowest checks (05, 07) train small loops
 KILL_GRACE_S = 30  # how long past the limit the runner may take to stop the kernel before both are killed
 SYNTAX_ERRORS = {"SyntaxError", "IndentationError", "TabError"}
 LESSON_IMPORT = re.compile(
@@ -86,6 +108,51 @@ LESSON_IMPORT = re.compile(
     re.MULTILINE,
 )
 PASSED, NOT_PASSED, NOT_RUN = "passed", "not passed", "not run"
+CHECK_CALL = re.compile(r"^\s*\w+\s*=\s*check\.(\w+)\(\s*(\w+)", re.MULTILINE)
+"""A check cell's call, ``ok = check.move_to(move_to)``: the check's name and the learner's answer's name."""
+COURSE_NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+"""The course's lessons, where the points and the answers' names are read (a clone of the course has them)."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise of a lesson: its check's name, the name of the learner's answer it is called on, its points."""
+
+    check: str
+    answer: str
+    points: int = 1
+
+
+def exercises_in(nb: dict) -> list[Exercise]:
+    """The exercises of a notebook, from its check cells: ``ok = check.NAME(ANSWER)`` and the cell's metadata
+    ``course: {points: N}`` (the one place a lesson's points are written; 1 where a cell has none)."""
+    found: list[Exercise] = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = source if isinstance(source, str) else "".join(source)
+        points = (cell.get("metadata", {}).get("course") or {}).get("points", 1)
+        for name, answer in CHECK_CALL.findall(source):
+            if name not in [e.check for e in found]:
+                found.append(Exercise(name, answer, int(points) if isinstance(points, (int, float)) else 1))
+    return found
+
+
+def course_lesson(lesson: str) -> Path | None:
+    """The course's lesson notebook whose checks are ``helpers.exercises.<lesson>`` (``ex01_cuda``), if here."""
+    for path in sorted(COURSE_NOTEBOOKS.glob(f"{lesson[2:4]}_*.ipynb")):
+        nb, _ = read_notebook(path)
+        if nb is not None and lesson_of(nb) == lesson:
+            return path
+    return None
+
+
+def course_exercises(lesson: str) -> list[Exercise]:
+    """The lesson's exercises as the course's own notebook states them (points included); [] without it."""
+    path = course_lesson(lesson)
+    nb = read_notebook(path)[0] if path else None
+    return exercises_in(nb) if nb else []
 
 
 @dataclass
@@ -93,21 +160,46 @@ class Result:
     """One notebook's row."""
 
     file: str
+    student: str = ""
     lesson: str = ""
     status: str = "ok"
-    exercises: list[str] = field(default_factory=list)
-    """The lesson's checks, as ``helpers.exercises.exNN_x.name``."""
-    verdicts: dict[str, tuple[bool, str]] = field(default_factory=dict)
-    """Check name: (passed, first line of its feedback), the last verdict of each check."""
+    exercises: list[Exercise] = field(default_factory=list)
+    verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Check name (``move_to``): (passed, not passed or not run, the check's feedback in full)."""
     seconds: float = 0.0
+    executed: Path | None = None
+    """Where the executed notebook was kept (``--executed``), or None."""
+
+    def verdict(self, exercise: Exercise) -> tuple[str, str]:
+        return self.verdicts.get(exercise.check, (NOT_RUN, ""))
+
+    def points(self, exercise: Exercise) -> int:
+        return exercise.points if self.verdict(exercise)[0] == PASSED else 0
 
     @property
     def passed(self) -> int:
-        return sum(self.verdicts.get(name, (False, ""))[0] for name in self.exercises)
+        return sum(self.verdict(e)[0] == PASSED for e in self.exercises)
+
+    @property
+    def total(self) -> int:
+        return sum(self.points(e) for e in self.exercises)
+
+    @property
+    def possible(self) -> int:
+        return sum(e.points for e in self.exercises)
+
+    @property
+    def percentage(self) -> float:
+        return 100 * self.total / self.possible if self.possible else 0.0
+
+
+TITLE = re.compile(r"^#\s+(\d\d)\s+·", re.MULTILINE)
 
 
 def lesson_of(nb: dict) -> str | None:
-    """The check module a notebook imports (``ex01_cuda``), from its code cells; None if it imports none."""
+    """The check module of a notebook (``ex01_cuda``): the one its code imports, else the one of the lesson number
+    in its title (``# 01 · ...``), so that deleting the cell that imports the checks changes nothing; None if
+    neither names a lesson."""
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
@@ -115,7 +207,19 @@ def lesson_of(nb: dict) -> str | None:
         match = LESSON_IMPORT.search(source if isinstance(source, str) else "".join(source))
         if match:
             return next(group for group in match.groups() if group)
+    for cell in nb.get("cells", []):
+        source = cell.get("source", "")
+        match = TITLE.search(source if isinstance(source, str) else "".join(source))
+        if cell.get("cell_type") == "markdown" and match:
+            return lesson_numbered(match.group(1))
     return None
+
+
+def lesson_numbered(number: str) -> str | None:
+    """The check module of lesson ``number`` (``"01"`` gives ``ex01_cuda``), or None."""
+    package = Path(importlib.import_module("helpers.exercises").__file__).parent
+    found = sorted(package.glob(f"ex{int(number):02d}_*.py"))
+    return found[0].stem if found else None
 
 
 def exercises_of(lesson: str) -> list[str]:
@@ -126,6 +230,15 @@ def exercises_of(lesson: str) -> list[str]:
         for name, value in vars(module).items()
         if getattr(value, "is_exercise_check", False) and getattr(value, "__module__", "") == module.__name__
     ]
+
+
+def lesson_exercises(lesson: str, nb: dict) -> list[Exercise]:
+    """The exercises graded for this lesson: every check of its module, with the answer's name and the points the
+    course's lesson gives (the submission's own check cells only where the course's notebooks are not here; the
+    check's own name and 1 point where neither says)."""
+    known = {e.check: e for e in course_exercises(lesson) or exercises_in(nb)}
+    names = [name.rsplit(".", 1)[1] for name in exercises_of(lesson)]
+    return [known.get(name, Exercise(name, name, 1)) for name in names]
 
 
 def read_notebook(path: Path) -> tuple[dict | None, str]:
@@ -143,10 +256,25 @@ def read_notebook(path: Path) -> tuple[dict | None, str]:
     return nb, ""
 
 
+def submissions(folder: Path) -> list[tuple[str, Path]]:
+    """(student, notebook) for every submission in ``folder``: each ``*.ipynb`` directly in it (the student is the
+    file's name without ``.ipynb``), and each ``*.ipynb`` anywhere in a sub-folder (the student is the sub-folder's
+    name: one folder per student, as nbgrader and most learning platforms collect them). Hidden files and folders and
+    ``.ipynb_checkpoints`` are skipped."""
+    found = [(p.stem, p) for p in sorted(folder.glob("*.ipynb")) if p.is_file() and not p.name.startswith(".")]
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted(sub.rglob("*.ipynb")):
+            parts = path.relative_to(sub).parts
+            if path.is_file() and not any(part.startswith(".") for part in parts):
+                found.append((sub.name, path))
+    return found
+
+
 def environment(device: str, work: Path) -> dict[str, str]:
-    """The variables a notebook runs with: quick mode, the device, the network cut, verdicts recorded."""
+    """The variables a notebook runs with: quick mode, the device, the network cut."""
     env = dict(os.environ)
-    env.update({QUICK_ENV: "1", DEVICE_ENV: device, VERDICTS_ENV: str(work / "verdicts.jsonl")})
+    env.update({QUICK_ENV: "1", DEVICE_ENV: device})
+    env.pop(VERDICTS_ENV, None)  # the grade comes from the grader's own calls of the checks, not from the cells'
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(dict.fromkeys(PROXY_VARIABLES, CLOSED_PORT))
@@ -156,9 +284,17 @@ def environment(device: str, work: Path) -> dict[str, str]:
     return env
 
 
-def grade_one(path: Path, timeout: float, device: str) -> Result:
-    """Run one notebook in a temporary copy and collect its exercises' verdicts."""
-    result = Result(file=path.name)
+def grade_one(
+    path: Path,
+    timeout: float,
+    device: str,
+    student: str = "",
+    check_timeout: float | None = None,
+    executed: Path | None = None,
+) -> Result:
+    """Run one notebook in a temporary copy, then call the course's checks on its answers in the same kernel."""
+    check_timeout = CHECK_TIMEOUT_S if check_timeout is None else check_timeout
+    result = Result(file=path.name, student=student or path.stem)
     start = time.perf_counter()
     nb, why = read_notebook(path)
     if nb is None:
@@ -170,7 +306,7 @@ def grade_one(path: Path, timeout: float, device: str) -> Result:
         return result
     result.lesson = lesson
     try:
-        result.exercises = exercises_of(lesson)
+        result.exercises = lesson_exercises(lesson, nb)
     except ModuleNotFoundError as err:
         if err.name != f"helpers.exercises.{lesson}":
             raise
@@ -180,13 +316,21 @@ def grade_one(path: Path, timeout: float, device: str) -> Result:
         work = Path(tmp)
         (work / "notebook").mkdir()
         shutil.copyfile(path, work / "notebook" / path.name)
-        result.status = _run_child(work, timeout, environment(device, work))
-        result.verdicts = _verdicts(work / "verdicts.jsonl")
+        plan = {"module": f"helpers.exercises.{lesson}", "check_timeout": check_timeout}
+        plan["exercises"] = [{"check": e.check, "answer": e.answer} for e in result.exercises]
+        (work / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+        limit = timeout + check_timeout * len(result.exercises)
+        result.status = _run_child(work, timeout, limit, environment(device, work))
+        result.verdicts = _verdicts(work / "verdicts.json")
+        if executed is not None and (work / "executed.ipynb").exists():
+            executed.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(work / "executed.ipynb", executed)
+            result.executed = executed
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _run_child(work: Path, timeout: float, env: dict[str, str]) -> str:
+def _run_child(work: Path, timeout: float, limit: float, env: dict[str, str]) -> str:
     """Run the notebook in a child process (which starts the kernel); its status line."""
     deadline = time.time() + timeout  # the runner stops the notebook then, counting its own start-up
     command = [sys.executable, "-m", "helpers", "grade", str(work), "--child", "--deadline", repr(deadline)]
@@ -196,7 +340,7 @@ def _run_child(work: Path, timeout: float, env: dict[str, str]) -> str:
             command, env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
-            child.wait(timeout=timeout + KILL_GRACE_S)
+            child.wait(timeout=limit + KILL_GRACE_S)
         except subprocess.TimeoutExpired:
             _kill(work, child)
     try:
@@ -222,19 +366,15 @@ def _kill(work: Path, child: subprocess.Popen) -> None:
     child.wait()
 
 
-def _verdicts(path: Path) -> dict[str, tuple[bool, str]]:
-    verdicts: dict[str, tuple[bool, str]] = {}
+def _verdicts(path: Path) -> dict[str, tuple[str, str]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return verdicts
-    for line in lines:
-        try:
-            record = json.loads(line)
-            message = str(record.get("message", "")).strip()
-            verdicts[str(record["check"])] = (record["passed"] is True, message.splitlines()[0] if message else "")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # a line cut short by a kill, or not a verdict
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    verdicts = {}
+    for name, record in records.items() if isinstance(records, dict) else ():
+        if isinstance(record, dict) and record.get("state") in (PASSED, NOT_PASSED, NOT_RUN):
+            verdicts[str(name)] = (record["state"], str(record.get("message", "")).strip())
     return verdicts
 
 
@@ -249,7 +389,8 @@ def _first_line(text: str, limit: int = 160) -> str:
 
 
 def run_notebook(work: Path, deadline: float, timeout: float) -> None:
-    """In the child: run ``work/notebook/*.ipynb`` cell by cell until ``deadline`` (``time.time()``).
+    """In the child: run ``work/notebook/*.ipynb`` cell by cell until ``deadline`` (``time.time()``), then call the
+    course's checks on its answers in the same kernel (``work/plan.json``), writing ``work/verdicts.json``.
 
     Writes the status to ``work/status.json`` as soon as it is known, before the kernel is stopped.
     """
@@ -261,6 +402,65 @@ def _report(work: Path, status: str) -> None:
         (work / "status.json").write_text(json.dumps({"status": status}), encoding="utf-8")
 
 
+GRADE_CELL = """\
+def _course_grade_{token}():
+    import importlib, json, sys
+
+    for name in [n for n in sys.modules if n == "helpers.exercises" or n.startswith("helpers.exercises.")]:
+        del sys.modules[name]  # the course's checks, imported afresh: whatever the notebook did to its own
+    package = importlib.import_module("helpers.exercises")
+    checks = importlib.import_module({module!r})
+    record = {{"state": "not run", "message": {missing!r}}}
+    if {answer!r} in globals():
+        feedback = getattr(checks, {check!r})(globals()[{answer!r}])
+        ok = isinstance(feedback, package.Feedback) and feedback.passed is True
+        record = {{"state": "passed" if ok else "not passed", "message": str(getattr(feedback, "message", ""))}}
+    with open({out!r}, "w", encoding="utf-8") as file:
+        json.dump(record, file)
+
+
+_course_grade_{token}()
+del _course_grade_{token}
+"""
+
+
+def _grade_cells(client, nb, work: Path, plan: dict) -> dict[str, dict]:
+    """Call each exercise's check, freshly imported, on the learner's answer, in the kernel the notebook ran in."""
+    import secrets
+
+    import nbformat
+    from nbclient.exceptions import CellTimeoutError
+
+    verdicts: dict[str, dict] = {}
+    for exercise in plan["exercises"]:
+        token = secrets.token_hex(8)  # a name and a file the notebook's code cannot know in advance
+        out = work / f"verdict-{token}.json"
+        missing = (
+            f"no {exercise['answer']} was defined when the notebook ended (its cell did not run, or it was renamed)"
+        )
+        source = GRADE_CELL.format(token=token, out=str(out), missing=missing, module=plan["module"], **exercise)
+        cell = nbformat.v4.new_code_cell(source)
+        client.timeout = max(1, math.ceil(plan["check_timeout"]))
+        state = {"state": NOT_RUN, "message": f"the check did not finish within {_seconds(plan['check_timeout'])} s"}
+        nb.cells.append(cell)  # nbclient runs cells of its notebook; taken out again below
+        try:
+            client.execute_cell(cell, len(nb.cells) - 1)
+            state = json.loads(out.read_text(encoding="utf-8"))
+        except (CellTimeoutError, TimeoutError):
+            pass
+        except (OSError, ValueError):
+            errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+            if errors and errors[0].get("ename") != "KeyboardInterrupt":  # interrupted at the limit: said above
+                state["message"] = (
+                    f"the check could not run: {errors[0].get('ename')}: {_first_line(errors[0].get('evalue', ''))}"
+                )
+        finally:
+            nb.cells.pop()
+        verdicts[exercise["check"]] = state
+        (work / "verdicts.json").write_text(json.dumps(verdicts), encoding="utf-8")
+    return verdicts
+
+
 def _run_cells(work: Path, deadline: float, timeout: float) -> str:
     import nbformat
     from nbclient import NotebookClient
@@ -268,6 +468,7 @@ def _run_cells(work: Path, deadline: float, timeout: float) -> str:
 
     folder = work / "notebook"
     path = next(folder.glob("*.ipynb"))
+    plan = json.loads((work / "plan.json").read_text(encoding="utf-8"))
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:  # JSON that nbformat refuses
@@ -278,11 +479,13 @@ def _run_cells(work: Path, deadline: float, timeout: float) -> str:
         kernel_name="python3",
         allow_errors=True,
         record_timing=False,
+        interrupt_on_timeout=True,  # a cell past the limit is interrupted: the kernel lives on for the checks
         shutdown_kernel="immediate",
         resources={"metadata": {"path": str(folder)}},
     )
     first_error = ""
     index = -1
+    status = ""
     try:
         with client.setup_kernel():
             group = getattr(getattr(client.km, "provisioner", None), "pgid", None)
@@ -293,19 +496,34 @@ def _run_cells(work: Path, deadline: float, timeout: float) -> str:
                     continue
                 left = deadline - time.time()
                 if left <= 0:
-                    raise CellTimeoutError("out of time")
+                    status = f"timeout after {_seconds(timeout)} s"
+                    break
                 client.timeout = max(1, math.ceil(left))
                 client.execute_cell(cell, index)
+                if time.time() >= deadline:
+                    status = f"timeout after {_seconds(timeout)} s"
+                    break
                 if not first_error:
                     first_error = _cell_error(cell, index)
-            _report(work, first_error or "ok")  # before the kernel stops: a slow stop changes nothing
+            status = status or first_error or "ok"
+            try:
+                nbformat.write(nb, work / "executed.ipynb")
+            except Exception:  # an output nbformat cannot write: no executed copy, the grade stands
+                pass
+            try:
+                _grade_cells(client, nb, work, plan)
+            except DeadKernelError:
+                raise
+            except Exception as err:  # nbclient failed: the row says so
+                status = f"error: the checks could not be run ({_first_line(f'{type(err).__name__}: {err}')})"
+            _report(work, status)  # before the kernel stops: a slow stop changes nothing
     except (CellTimeoutError, TimeoutError):
-        return f"timeout after {_seconds(timeout)} s"
+        return status or f"timeout after {_seconds(timeout)} s"
     except DeadKernelError:
         return f"error: the kernel died in cell {index + 1} (a crash, or out of memory)"
     except Exception as err:  # the kernel did not start, or nbclient failed: the row says so
-        return f"error: the notebook could not be run ({_first_line(f'{type(err).__name__}: {err}')})"
-    return first_error or "ok"
+        return status or f"error: the notebook could not be run ({_first_line(f'{type(err).__name__}: {err}')})"
+    return status
 
 
 def _cell_error(cell, index: int) -> str:
@@ -322,70 +540,187 @@ def _cell_error(cell, index: int) -> str:
     return ""
 
 
-def column(check: str) -> str:
-    """A check's column: ``helpers.exercises.ex01_cuda.move_to`` is ``01.move_to``."""
-    module, name = check.rsplit(".", 1)
-    return f"{module.rsplit('.', 1)[-1][2:4]}.{name}"
+def column(lesson: str, exercise: Exercise) -> str:
+    """An exercise's column: lesson ``ex01_cuda``'s ``move_to`` is ``01.move_to``."""
+    return f"{lesson[2:4]}.{exercise.check}"
 
 
-def write_csv(results: list[Result], out: Path) -> None:
-    checks: list[str] = []
+def _lessons(results: list[Result]) -> list[tuple[str, list[Exercise]]]:
+    found: dict[str, list[Exercise]] = {}
     for result in sorted(results, key=lambda r: r.lesson):
-        checks += [name for name in result.exercises if name not in checks]
-    header = ["file", "lesson", "status", "passed", "exercises"]
-    for name in checks:
-        header += [column(name), f"{column(name)} feedback"]
+        if result.lesson and result.exercises:
+            found.setdefault(result.lesson, result.exercises)
+    return list(found.items())
+
+
+def write_csv(results: list[Result], out: Path, layout: str = "course", assignment: str = "") -> None:
+    """The gradebook: ``course`` (every detail), ``canvas`` or ``moodle`` (what those gradebooks import)."""
+    if layout == "canvas":
+        return _write_canvas(results, out, assignment)
+    if layout == "moodle":
+        return _write_moodle(results, out, assignment)
+    lessons = _lessons(results)
+    header = [
+        "student",
+        "file",
+        "lesson",
+        "status",
+        "seconds",
+        "points",
+        "possible",
+        "percentage",
+        "passed",
+        "exercises",
+    ]
+    for lesson, exercises in lessons:
+        for exercise in exercises:
+            name = column(lesson, exercise)
+            header += [f"{name} points", f"{name} of", name, f"{name} feedback"]
     # utf-8-sig: the byte-order mark tells Excel the file is UTF-8 (without it, Chinese feedback is garbled)
     with open(out, "w", newline="", encoding="utf-8-sig") as file:
         writer = csv.writer(file)
         writer.writerow(header)
         for result in results:
-            row = [result.file, result.lesson, result.status]
-            row += [str(result.passed), str(len(result.exercises))] if result.exercises else ["", ""]
-            for name in checks:
-                if name not in result.exercises:
+            row = [result.student, result.file, result.lesson, result.status, f"{result.seconds:.1f}"]
+            if result.exercises:
+                row += [result.total, result.possible, f"{result.percentage:.1f}", result.passed, len(result.exercises)]
+            else:
+                row += [""] * 5
+            for lesson, exercises in lessons:
+                for exercise in exercises:
+                    if lesson != result.lesson:
+                        row += ["", "", "", ""]
+                        continue
+                    state, message = result.verdict(exercise)
+                    row += [result.points(exercise), exercise.points, state, message]
+            writer.writerow(row)
+
+
+def _assignment(lesson: str, assignment: str, lessons: list) -> str:
+    return assignment if assignment and len(lessons) == 1 else f"Lesson {lesson[2:4]}"
+
+
+def _by_student(results: list[Result]) -> dict[str, dict[str, Result]]:
+    table: dict[str, dict[str, Result]] = {}
+    for result in results:
+        table.setdefault(result.student, {})
+        if result.lesson:
+            table[result.student][result.lesson] = result
+    return table
+
+
+def _write_canvas(results: list[Result], out: Path, assignment: str) -> None:
+    """Canvas's gradebook import: ``Student, ID, SIS User ID, SIS Login ID, Section``, then one column per
+    assignment (Canvas matches the column by its name, or ``Name (id)`` as its export writes it), and a
+    ``Points Possible`` row under the header. Canvas finds each student by ``ID``, ``SIS User ID`` or ``SIS Login
+    ID``: the student ID (the file's or folder's name) goes in ``SIS Login ID``, so name the submissions by login."""
+    lessons = _lessons(results)
+    names = [_assignment(lesson, assignment, lessons) for lesson, _ in lessons]
+    with open(out, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *names])
+        writer.writerow(["Points Possible", "", "", "", "", *[sum(e.points for e in ex) for _, ex in lessons]])
+        for student, graded in _by_student(results).items():
+            marks = [graded[lesson].total if lesson in graded else "" for lesson, _ in lessons]
+            writer.writerow([student, "", "", student, "", *marks])
+
+
+def _write_moodle(results: list[Result], out: Path, assignment: str) -> None:
+    """Moodle's "Import grades from CSV": any columns, mapped on import; this writes ``Username`` (map it to the
+    user's username or ID number), one column of points per assignment, and ``Feedback`` for it (map it to the
+    assignment's feedback): the status and each exercise's verdict."""
+    lessons = _lessons(results)
+    header = ["Username"]
+    for lesson, _ in lessons:
+        name = _assignment(lesson, assignment, lessons)
+        header += [name, f"Feedback ({name})"]
+    with open(out, "w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(header)
+        for student, graded in _by_student(results).items():
+            row = [student]
+            for lesson, _ in lessons:
+                result = graded.get(lesson)
+                if result is None:
                     row += ["", ""]
-                elif name in result.verdicts:
-                    ok, message = result.verdicts[name]
-                    row += [PASSED if ok else NOT_PASSED, message]
-                else:
-                    row += [NOT_RUN, ""]
+                    continue
+                summary = "; ".join(
+                    f"{e.check}: {result.verdict(e)[0]} ({result.points(e)}/{e.points})" for e in result.exercises
+                )
+                row += [result.total, f"{result.status}. {summary}"]
             writer.writerow(row)
 
 
 def grade(
-    folder: Path, out: Path, timeout: float = DEFAULT_TIMEOUT_S, jobs: int = 1, device: str = "cpu"
+    folder: Path,
+    out: Path,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    jobs: int = 1,
+    device: str = "cpu",
+    layout: str = "course",
+    assignment: str = "",
+    feedback: Path | None = None,
+    executed: bool = False,
+    check_timeout: float | None = None,
 ) -> list[Result]:
-    """Grade every notebook in ``folder``; write the CSV to ``out``; the results, in file-name order."""
-    paths = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
+    """Grade every submission in ``folder``; write the CSV to ``out`` (and the feedback files to ``feedback``)."""
+    found = submissions(folder)
+    kept = (feedback or out.parent / "feedback") if executed else None
+
+    def one(student: str, path: Path) -> Result:
+        target = kept / f"{student}.{path.stem}.executed.ipynb" if kept else None
+        return grade_one(path, timeout, device, student, check_timeout, target)
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(grade_one, path, timeout, device) for path in paths]
+        futures = [pool.submit(one, student, path) for student, path in found]
         results = []
         for future in futures:
             result = future.result()
             results.append(result)
-            score = f", {result.passed} of {len(result.exercises)} passed" if result.exercises else ""
-            print(f"{result.file}: {result.status}{score} ({result.seconds:.1f} s)", flush=True)
-    write_csv(results, out)
+            score = f", {result.total} of {result.possible} points" if result.exercises else ""
+            print(f"{result.student} ({result.file}): {result.status}{score} ({result.seconds:.1f} s)", flush=True)
+    write_csv(results, out, layout, assignment)
+    if feedback is not None:
+        from helpers.course.grade_feedback import write_feedback
+
+        write_feedback(results, feedback)
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m helpers grade",
-        description="Run every learner notebook (*.ipynb) in FOLDER and write one CSV row per file: each "
-        "exercise passed, not passed or not run, with the first line of its feedback, and a status.",
+        description="Run every learner notebook in FOLDER (each *.ipynb in it, and in each sub-folder: one folder per "
+        "student), call the course's checks on its answers and write one CSV row per notebook: the points of each "
+        "exercise, the total, the percentage, the time and the status.",
         epilog="Each notebook runs in a temporary copy (the learners' files are not changed), in quick mode, with "
         "downloads cut through the proxy variables. It runs learners' code with your rights: this is not a sandbox "
         "(python -c 'import helpers.course.grade; help(helpers.course.grade)' says what is and is not blocked).",
     )
-    parser.add_argument("folder", type=Path, help="the folder of notebooks (not searched recursively)")
+    parser.add_argument("folder", type=Path, help="the folder of submissions (*.ipynb, or one sub-folder per student)")
     parser.add_argument("--out", type=Path, default=Path("grades.csv"), help="the CSV to write (default: grades.csv)")
+    parser.add_argument(
+        "--format",
+        choices=("course", "canvas", "moodle"),
+        default="course",
+        help="course: every detail (default); canvas or moodle: the layout that gradebook imports",
+    )
+    parser.add_argument("--assignment", default="", help="the assignment's name in the gradebook (default: Lesson NN)")
+    parser.add_argument("--feedback", type=Path, help="write one feedback HTML per student into this folder")
+    parser.add_argument(
+        "--executed", action="store_true", help="also keep each executed notebook (into --feedback, or ./feedback)"
+    )
     parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds per notebook, all cells together (default: {DEFAULT_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--check-timeout",
+        type=float,
+        default=CHECK_TIMEOUT_S,
+        help=f"seconds for each exercise's check after the notebook ran (default: {CHECK_TIMEOUT_S})",
     )
     parser.add_argument("--jobs", type=int, default=1, help="notebooks run at the same time (default: 1)")
     parser.add_argument("--device", default="cpu", help="COURSE_DEVICE for the notebooks (default: cpu, GPUs hidden)")
@@ -395,15 +730,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         run_notebook(args.folder, args.deadline, args.timeout)
         return 0
-    if args.timeout <= 0 or args.jobs < 1:
-        parser.error("--timeout must be above 0 and --jobs at least 1")
+    if args.timeout <= 0 or args.jobs < 1 or args.check_timeout <= 0:
+        parser.error("--timeout and --check-timeout must be above 0 and --jobs at least 1")
     if not args.folder.is_dir():
         parser.error(f"{args.folder} is not a folder: give the folder that holds the learners' notebooks")
-    if not any(args.folder.glob("*.ipynb")):
-        print(f"No notebooks (*.ipynb) in {args.folder}: nothing to grade.", file=sys.stderr)
+    if not submissions(args.folder):
+        print(f"No notebooks (*.ipynb) in {args.folder} or its sub-folders: nothing to grade.", file=sys.stderr)
         return 1
     start = time.perf_counter()
-    results = grade(args.folder, args.out, args.timeout, args.jobs, args.device)
+    results = grade(
+        args.folder,
+        args.out,
+        args.timeout,
+        args.jobs,
+        args.device,
+        args.format,
+        args.assignment,
+        args.feedback,
+        args.executed,
+        args.check_timeout,
+    )
     print(f"Wrote {args.out}: {len(results)} notebooks in {time.perf_counter() - start:.0f} s.")
     return 0
 
