@@ -154,6 +154,29 @@ def test_staged_notebook_keeps_every_cell_and_output_but_the_widgets():
                     assert kept == out
 
 
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_every_in_colab_link_of_a_page_opens_colab(lang):
+    """The second link of each pair between notebooks opens Colab (the first stays on the site), in both languages."""
+    from tools import build_site
+
+    colab_links = re.compile(r"\[([^\]]+)\]\((https://colab\.research\.google\.com/[^)]+)\)")
+    pairs, wrong = 0, []
+    for path in course.all_notebooks():
+        for cell in build_site.stage_notebook(path, lang).cells:
+            if cell.cell_type != "markdown":
+                continue
+            labels = re.findall(r"\[([^\]]+)\]\(([^)\s]+)\)", cell.source)
+            wrong += [
+                (path.name, label, url) for label, url in labels if label in build_site.IN_COLAB and "colab" not in url
+            ]
+            for label, url in colab_links.findall(cell.source):
+                pairs += label in build_site.IN_COLAB
+                if label in build_site.IN_COLAB and ("/zh-CN/" in url) != (lang == "zh-CN"):
+                    wrong.append((path.name, label, url))
+    assert pairs > 20, "the pages keep their links to Colab"
+    assert not wrong, f"links to Colab that lead elsewhere or to the other language: {wrong[:5]}"
+
+
 def test_error_index_lists_every_known_error_with_its_lesson(built):
     from helpers.clinic.known_errors import KNOWN_ERRORS
 
@@ -218,14 +241,33 @@ class Tab:
         self.server, self.errors = server, []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.retry: list[str] = []  # static assets of the site whose request failed: fetched again once
+        self.page.on("requestfailed", self._failed)
         self.page.on("response", lambda r: r.status < 400 or self.errors.append(f"HTTP {r.status}: {r.url}"))
         self.page.on("request", lambda r: r.url.startswith(server) or self.errors.append(f"left the site: {r.url}"))
+
+    def _failed(self, request) -> None:
+        """A page that fails is an error; a static asset of the site (a favicon, a script, a font) whose request
+        failed, as one can on a loaded machine (aborted by the next navigation, a slow server), is fetched once
+        more, and only a second failure or a missing file is an error: a broken link still fails."""
+        if request.resource_type != "document" and request.url.startswith(self.server):
+            self.retry.append(request.url)
+        else:
+            self.errors.append(f"failed: {request.url} ({request.failure})")
 
     def open(self, rel: str) -> list[str]:
         """Open a page (a path under the site's root); return the errors of its loading."""
         self.errors = []
         self.page.goto(f"{self.server}/{rel}", wait_until="load")
+        while self.retry:
+            url = self.retry.pop()
+            try:
+                status = self.page.request.get(url).status
+            except Exception as err:  # noqa: BLE001 (the retry's own failure is the error to report)
+                self.errors.append(f"failed twice: {url} ({err})")
+                continue
+            if status >= 400:
+                self.errors.append(f"HTTP {status} (retried): {url}")
         return self.errors
 
     def js(self, expression: str):
@@ -351,6 +393,7 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, built, server):
         ("map_location", ("notebooks/05_train_tudui.html", "errors.html"), True),
         ("Expected all tensors to be on the same device", ("errors.html",), False),
         ("显存", ("zh-CN/notebooks/07_memory.html",), True),  # jieba segments Chinese words; 07's title has it
+        ("分布式训练", ("zh-CN/notebooks/08_many_devices.html",), True),  # 08's title: 多设备与分布式训练
         ("设备", ("zh-CN/notebooks/03_device_objects.html",), False),
         ("map_location", ("zh-CN/notebooks/05_train_tudui.html", "zh-CN/errors.html"), True),
     ],

@@ -331,7 +331,7 @@ def test_06_device_loader_in_chinese(capsys):
     tries_again(
         ex06_speed.device_loader(bank06.LoaderCpuIndices),
         capsys,
-        "用 CPU 上的索引去索引设备上的张量，索引要先阻塞拷贝过去：",
+        "用 CPU 上的索引去索引设备上的张量，索引要先阻塞复制过去：",
         "在数据所在的设备上生成随机顺序（随机函数可以指定 device）。第 3 节的“把数据放在设备上”",
     )
     message = tries_again(
@@ -386,7 +386,7 @@ def test_the_recorder_shows_its_log_in_chinese_and_keeps_english_names_to_compar
     assert log.events == [".item() / float() / int() / bool() / `if` on a tensor", CPU_INDICES]  # what checks compare
     assert str(log) == (
         ".item() / float() / int() / bool() / 对张量做 `if` 判断：1 次、"
-        "用 CPU 上的索引去索引设备上的张量，索引要先阻塞拷贝过去：1 次"
+        "用 CPU 上的索引去索引设备上的张量，索引要先阻塞复制过去：1 次"
     )
     assert log.mixed == ["用 CPU 上的索引对设备数据调用 index_select()"]
     with record_syncs() as quiet:

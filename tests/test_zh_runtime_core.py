@@ -286,7 +286,7 @@ def test_02_sum_losses_in_chinese():
     try_again(
         check02.sum_losses(bank02.sum_item_every_step), "总和对了，但你的代码把数值复制到主机 20 次（20 x .item()）。"
     )
-    try_again(check02.sum_losses(bank02.sum_keeps_graph), "但你的总和被 autograd 跟踪着")
+    try_again(check02.sum_losses(bank02.sum_keeps_graph), "但你的总和被自动求导跟踪着")
     per_element = check02.sum_losses(lambda losses: torch.tensor(losses).sum().item(), hint=2)
     message = try_again(
         per_element,
@@ -379,14 +379,14 @@ def device_error(request=None, env: str = "", **machine) -> str:
 
 def test_device_errors_in_chinese(monkeypatch):
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    tail = "解决办法：从上面这些设备里选一个；`python -m helpers doctor` 会说明它检查到的情况。"
+    tail = "解决办法：从可用的设备中选一个；`python -m helpers doctor` 会说明它检查到的情况。"
     assert device_error("cuda:3", cuda=2) == (
-        "请求的设备：指定了 cuda:3，但这台机器只有 2 块 CUDA GPU，编号从 0 开始。这里可用的设备：cuda:0, cuda:1, cpu。"
-        + tail
+        "请求的设备：cuda:3 不可用，因为这台机器只有 2 块 CUDA GPU，编号从 0 开始。"
+        "这里可用的设备：cuda:0, cuda:1, cpu。" + tail
     )
     assert "这台机器只有 1 块 CUDA GPU" in device_error("cuda:1", cuda=1)
     assert "PyTorch 看不到任何 CUDA GPU" in device_error("cuda", cuda=0)
-    assert "只支持 CPU 的版本" in device_error("cuda", cuda=0, cuda_build=False)
+    assert "只支持 CPU 的构建" in device_error("cuda", cuda=0, cuda_build=False)
     assert "看不到任何 CUDA GPU" in device_error("cuda", cuda=2, cuda_init_error=DRIVER_TOO_OLD)
     assert "没有可用的 Apple MPS" in device_error("mps", cuda=0)
     assert device_error("GPU 0", cuda=1) == (
@@ -397,7 +397,7 @@ def test_device_errors_in_chinese(monkeypatch):
     assert "而不是 int" in device_error(3, cuda=1)
     monkeypatch.setenv("COURSE_DEVICE", "")  # restored after the test
     from_env = device_error(env="cuda:1", cuda=1)
-    assert from_env.startswith("COURSE_DEVICE='cuda:1'：指定了 cuda:1")
+    assert from_env.startswith("COURSE_DEVICE='cuda:1'：cuda:1 不可用")
     assert "取消设置 COURSE_DEVICE，或把它设为 'auto' 或 'cpu'" in from_env
     assert device_error(env="gpu", cuda=1).startswith("COURSE_DEVICE='gpu'：'gpu' 不是 PyTorch 接受的设备名。")
 

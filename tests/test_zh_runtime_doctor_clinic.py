@@ -76,7 +76,13 @@ def test_doctor_help_in_chinese():
 CPU_WHEEL_ON_GPU = replace(GPU_UNSEEN, torch_version="2.14.1+cpu", torchvision_version="0.29.1+cpu", cuda_build=None)
 DRIVER_SAID = "CUDA initialization: The NVIDIA driver on your system is too old (found version 12040)."
 MACHINES = {  # what goes wrong, the line it shows on, what that line says in Chinese, what stays as it was
-    "cpu-wheel": (replace(CPU_WHEEL_ON_GPU, driver_cuda="12.8"), "CUDA", "WARN", "仅 CPU 版本", "whl/cu126"),
+    "cpu-wheel": (
+        replace(CPU_WHEEL_ON_GPU, driver_cuda="12.8"),
+        "CUDA",
+        "WARN",
+        "只支持 CPU 的 PyTorch 构建",
+        "whl/cu126",
+    ),
     "cvd-hides": (
         replace(GPU_UNSEEN, cuda_visible_devices=""),
         "CUDA",
@@ -116,7 +122,7 @@ MACHINES = {  # what goes wrong, the line it shows on, what that line says in Ch
         replace(GPU_BOX, gpus=[doctor.Gpu(0, "Tesla K80", 11.2, "3.7")]),
         "GPU 0",
         "FAIL",
-        "没有它的 kernel",
+        "没有它的核函数",
         "no kernel image is available for execution on the device",
     ),
     "spawn": (replace(LAPTOP, start_method="spawn"), "DataLoader workers", "OK", "启动方式 spawn", "num_workers=0"),

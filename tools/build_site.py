@@ -14,10 +14,12 @@ and dropped from the page, nbval's markers become tags, which are not shown), th
 three buttons (open in Colab, download the notebook, view its source), links to other course notebooks in
 Colab pointed at their pages, a label on each numbered section (``lessonNN-section-N``, which the error
 index links to), frozen progress-bar widgets left out, and the linters' pragmas (``# fmt: skip``, ``# noqa``) taken
-off the helpers' source that a cell prints. Pages generated here: the lesson table of the
-landing page (titles and minutes from each title cell) and the index of known device errors
-(``helpers/clinic/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are. The
-sources in ``site/`` (configuration, landing page, templates) are copied beside them.
+off the helpers' source that a cell prints. Pages generated here: the lesson table of the landing page
+(titles and minutes from each title cell) and the index of known device errors
+(``helpers/clinic/known_errors.py``). The teacher's guides (``notebooks/guides/``) are pages as they are; the zh
+site shows each guide's Chinese (``notebooks/zh-CN/guides/``, written by ``tools/translate.py build``) in its
+place, where it is written. The sources in ``site/`` (configuration, landing page, templates) are copied beside
+them.
 """
 
 from __future__ import annotations
@@ -106,12 +108,16 @@ def buttons(path: Path, lang: str = ENGLISH) -> str:
     return f'<div class="course-buttons">\n{anchors}\n</div>'
 
 
+# The label of the second link of a pair (CONTRIBUTING.md, "Anatomy"): it opens Colab, in either language.
+IN_COLAB = {"in Colab", "在 Colab 中打开"}
+
+
 def local_links(text: str, path: Path) -> str:
     """``[04 · Title](colab URL of a course notebook)`` -> the relative link, so the site stays on the site."""
 
     def relative(m: re.Match) -> str:
         label, target = m.group(1), course.ROOT / m.group(3)
-        if label == "in Colab" or not target.exists():
+        if label in IN_COLAB or not target.exists():
             return m.group(0)
         return f"[{label}]({os.path.relpath(target, path.parent).replace(os.sep, '/')})"
 
@@ -374,8 +380,11 @@ def stage(lang: str = ENGLISH) -> None:
         for page in translate.site_pages():
             table = translate.translations(translate.page_source(page).catalog)
             (src / page.name).write_text(translate.translate_markdown(page.read_text(encoding="utf-8"), table))
-    guides = course.NOTEBOOKS / "guides"  # the teacher's guides, in English in both editions
-    shutil.copytree(guides, src / course.repo_path(guides))
+    guides = course.NOTEBOOKS / "guides"  # the teacher's guides: the Chinese ones on the zh site, where written
+    shutil.copytree(guides, src / course.repo_path(guides), ignore=shutil.ignore_patterns(translate.LANG))
+    if lang != ENGLISH:
+        for english in translate.translated_guides():
+            shutil.copy2(translate.zh_guide_path(english), src / course.repo_path(english))
     labels = set()
     for path in course.all_notebooks():
         target = src / course.repo_path(path)
