@@ -12,6 +12,8 @@ visible in the notebooks. The package's map, one sub-package per role:
 - ``helpers.course``: the course's own machinery (its language, settings, run plans, figures recorded on a
   GPU, grading).
 - ``helpers.exercises``: the automatic checks, one module per lesson.
+- ``helpers.rehearse``: the rehearsal of a learner's own script on a pretend GPU, Mac or laptop, its
+  static reading and its port (``python -m helpers.rehearse SCRIPT``).
 - ``helpers.colab``: ``setup()``, the setup cell of every notebook.
 - ``helpers/__main__.py``: ``python -m helpers COMMAND``, every command a learner types
   (``python -m helpers`` lists them).

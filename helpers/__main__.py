@@ -25,7 +25,14 @@ COMMANDS = {  # name: (module, what it does)
         "helpers.distributed.collective_timeout",
         tr_lazy("a collective only some ranks call, failing after its timeout (under torchrun)"),
     ),
-    "grade": ("helpers.course.grade", tr_lazy("run a class's notebooks and write their checks to one CSV")),
+    "grade": (
+        "helpers.course.grade",
+        tr_lazy("grade a class's notebooks: points per student in one CSV (Canvas, Moodle), feedback pages"),
+    ),
+    "rehearse": (
+        "helpers.rehearse",
+        tr_lazy("rehearse your own script as if on a GPU, several GPUs, a Mac or a laptop; --static, --fix"),
+    ),
 }
 
 

@@ -12,3 +12,11 @@ def test_benchmark_prints_both_ratios(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "synthetic CIFAR-shaped data" in out
     assert "(a) course loop / bare loop:" in out and "(b) tensor on device / DataLoader:" in out
+
+
+def test_rehearsal_benchmark_prints_its_ratio_and_the_same_losses(capsys):
+    bench = course.load_benchmark("bench_rehearse")
+    assert bench.main(["--batches", "9", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rehearsed / plain time:" in out and "budget 1.5x" in out
+    assert "the script's printed losses: the same in both runs" in out

@@ -103,7 +103,7 @@ def test_a_known_error_gets_the_note_under_the_usual_traceback(executed):
     )
     assert noted.traceback[-1] == plain.traceback[-1]  # the last line as IPython writes it
     assert frames(noted) == ["Cell In[N], line 1"] and len(frames(plain)) > 1  # torch's frames left out
-    assert notes(after).strip() == render(SAME_DEVICE)
+    assert notes(after).strip() == render(SAME_DEVICE) + "\n" + clinic.rehearse_tip()  # and how to rehearse a fix
     assert after.outputs[1].name == "stdout"
     assert replies[3]["content"]["status"] == "error" and replies[3]["content"]["ename"] == "RuntimeError"
 
@@ -143,7 +143,7 @@ def test_a_known_error_shows_the_learners_frames_and_the_last_line(executed):
     assert short_text.count("\n") < full.count("\n") / 2
     left_out = len(frames(plain)) - 1
     assert frames(short) == ["Cell In[N], line 1"] and f"] {left_out} frames inside" in short_text
-    assert notes(nb.cells[12]).strip() == render(SAME_DEVICE)  # the note as before
+    assert notes(nb.cells[12]).strip() == render(SAME_DEVICE) + "\n" + clinic.rehearse_tip()  # the note as before
     assert replies[12]["content"]["status"] == "error" and replies[12]["content"]["ename"] == "RuntimeError"
 
 
@@ -189,4 +189,4 @@ def test_callback_passes_everything_but_known_errors(capsys):
     clinic.note_after_error(None)  # IPython passes None when a cell could not even start
     assert capsys.readouterr().out == ""
     clinic.note_after_error(SimpleNamespace(error_in_exec=known))
-    assert capsys.readouterr().out.strip() == render(SAME_DEVICE)
+    assert capsys.readouterr().out.strip() == render(SAME_DEVICE) + "\n" + clinic.rehearse_tip()

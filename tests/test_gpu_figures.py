@@ -99,3 +99,21 @@ def test_the_data_file_ships_with_the_package():
         package_data = tomllib.load(f)["tool"]["setuptools"]["package-data"]
     assert "course/" + gpu_figures.FIGURES_FILE.name in package_data["helpers"]
     assert gpu_figures.FIGURES_FILE.parent == course.ROOT / "helpers" / "course"
+
+
+def test_recorded_figures_speak_chinese_where_translated(monkeypatch, capsys):
+    """A record's zh-CN object gives the Chinese of its printed lines and note; the label is the catalog's."""
+    for record in gpu_figures.load():
+        chinese = record.get("zh-CN")
+        if chinese is None:
+            continue
+        assert set(chinese) <= {"printed", "note"} and chinese.get("printed")
+        assert chinese["printed"].count("\n") == record["printed"].count("\n"), record["key"]
+        monkeypatch.setenv("COURSE_LANG", "zh-CN")
+        gpu_figures.show_recorded(record["key"])
+        shown = capsys.readouterr().out
+        assert chinese["printed"].splitlines()[0] in shown and record["printed"].splitlines()[0] not in shown
+        assert shown.startswith("记录于") and "Note:" not in shown
+        monkeypatch.setenv("COURSE_LANG", "en")
+        gpu_figures.show_recorded(record["key"])
+        assert record["printed"].splitlines()[0] in capsys.readouterr().out

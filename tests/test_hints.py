@@ -153,7 +153,7 @@ EXERCISES = [
 ]
 
 
-# Notebooks 00 and 06-09: their checks' wording is their own (no second level required), but they print no
+# Notebooks 00 and 06-10: their checks' wording is their own (no second level required), but they print no
 # solution either.
 EXERCISES += [
     Exercise(
@@ -272,6 +272,27 @@ EXERCISES += [
         "notebook_safe_loader",
         ("test_notebook_safe_loader_rejects",),
         ("DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True, num_workers=2)",),
+        teaches=False,
+    ),
+    Exercise(
+        "10",
+        "device_line",
+        ("test_device_line_rejects",),
+        ('else "mps" if torch.backends.mps.is_available() else "cpu"',),
+        teaches=False,
+    ),
+    Exercise(
+        "10",
+        "ported_method2",
+        ("test_ported_method2_rejects",),
+        ("imgs = imgs.to(device)", "outputs.argmax(1)[:4].cpu().numpy()"),
+        teaches=False,
+    ),
+    Exercise(
+        "10",
+        "loads_anywhere",
+        ("test_loads_anywhere_rejects",),
+        ("torch.load(sys.argv[1], map_location=device)",),
         teaches=False,
     ),
 ]
@@ -413,7 +434,7 @@ def test_every_key_is_in_its_solutions_notebook():
 
 def test_every_exercise_is_covered():
     covered = {(e.notebook, e.check) for e in EXERCISES}
-    for notebook in ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09"):
+    for notebook in ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10"):
         module = _module(Exercise(notebook, "", (), ()))
         checks = {name for name, fn in vars(module).items() if getattr(fn, "is_exercise_check", False)}
         assert checks and {(notebook, name) for name in checks} <= covered, (notebook, checks)

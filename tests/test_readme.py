@@ -74,3 +74,46 @@ def test_essentials_path_adds_up():
         covered += range(int(first), int(last) + 1)
     assert sorted(covered) == [int(p.name[:2]) for p in LESSONS], "the stated paths cover every lesson once"
     assert '"Going deeper:"' in README
+
+
+README_ZH = (course.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+RUNTIME_ZH = course.ROOT / "helpers" / "locale" / "zh_CN" / "LC_MESSAGES"
+
+
+def sections(text: str) -> list[str]:
+    """The bodies of a README's `## ` sections, in order (the text before the first one is left out)."""
+    return re.split(r"^## .*$", text, flags=re.MULTILINE)[1:]
+
+
+def commands(section: str) -> list[str]:
+    """The lines of a section's code blocks without their comments (written in the reader's language)."""
+    blocks = re.findall(r"^```\w*\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)
+    lines = (line.split("  #")[0].split(" # ")[0].rstrip() for block in blocks for line in block.splitlines())
+    return [line for line in lines if line]
+
+
+def test_chinese_readme_has_a_section_for_every_english_one():
+    english, chinese = sections(README), sections(README_ZH)
+    assert len(chinese) == len(english), "README.zh-CN.md: one `## ` section per section of README.md, in order"
+    for number, (en, zh) in enumerate(zip(english, chinese, strict=True), start=1):
+        # the Chinese edition runs the same commands in Chinese: the doctor with COURSE_LANG, the Chinese twins
+        chinese_lines = [
+            line.replace("COURSE_LANG=zh-CN ", "").replace("notebooks/zh-CN/", "notebooks/") for line in commands(zh)
+        ]
+        missing = [line for line in commands(en) if line not in chinese_lines]
+        assert not missing, f"README.zh-CN.md section {number}: the English section's commands {missing}"
+        assert zh.count("\n| ") >= en.count("\n| "), f"README.zh-CN.md section {number}: a table lost rows"
+
+
+def test_chinese_readme_states_what_the_tools_print_in_chinese():
+    """The levels and verdicts it quotes are the ones the Chinese doctor and checks print."""
+    for english in ("[OK]", "[WARN]", "[FAIL]", "[PASS]", "[TRY AGAIN]"):
+        assert english not in README_ZH, f"README.zh-CN.md quotes the English {english}"
+    catalog = (RUNTIME_ZH / "clinic.doctor.po").read_text("utf-8")
+    for level in ("OK", "WARN", "FAIL"):
+        chinese = re.search(rf'msgid "\[{level}\]"\nmsgstr "(\[[^"]+\])"', catalog).group(1)
+        assert chinese in README_ZH, f"README.zh-CN.md: the doctor prints {chinese}"
+    verdicts = (RUNTIME_ZH / "exercises.__init__.po").read_text("utf-8")
+    for verdict in ("PASS", "TRY AGAIN"):
+        found = re.search(rf'msgid "\[{verdict}\] {{message}}"\nmsgstr "(\[[^"\]]+\])', verdicts)
+        assert found and found.group(1) in README_ZH, f"README.zh-CN.md: the checks print {verdict} in Chinese"

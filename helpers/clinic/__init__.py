@@ -8,7 +8,8 @@ After a cell raises a known device error (see :mod:`helpers.clinic.known_errors`
   the last says how many frames were left out and that ``%tb`` prints the full traceback; ``%clinic full``
   keeps every traceback whole from then on, ``%clinic short`` goes back.
 - A short note says what the error means, how to fix it and which notebook teaches it. It is printed *after*
-  the cell has failed, from IPython's ``post_run_cell`` event.
+  the cell has failed, from IPython's ``post_run_cell`` event. Under an error a rehearsal meets on a CPU-only
+  machine (``REHEARSABLE``), its last line says how to try the fix there first: ``%%rehearse`` (notebook 10).
 
 The cell still counts as failed (Jupyter's "Run all" stops there; nbval's ``raises-exception`` tag works as
 before) and ``sys.last_value`` holds the error, as after any failed cell. Unknown errors, ``KeyboardInterrupt``
@@ -27,6 +28,34 @@ from pathlib import Path
 from helpers.clinic.known_errors import explain_exception, render
 from helpers.course.i18n import tr
 
+# The errors a rehearsal meets on a CPU-only machine (helpers.rehearse): the note says how to try a fix there.
+REHEARSABLE = frozenset(
+    {
+        "same-device",
+        "numpy-cuda",
+        "cuda-deserialize",
+        "invalid-device-ordinal",
+        "mps-float64",
+        "no-nvidia-driver",
+        "not-compiled-with-cuda",
+        "no-cuda-gpus",
+        "input-weight-type",
+        "optimizer-foreach-device",
+        "dataloader-worker-notebook",
+        "windows-spawn-main",
+        "mp-spawn-notebook",
+    }
+)
+
+
+def rehearse_tip() -> str:
+    """The note's last line under a device error a rehearsal can meet: try the fix on this machine first."""
+    return tr(
+        "Try the fix before paying for a GPU: %load_ext helpers.rehearse, then a cell with the whole script "
+        "under %%rehearse --as gpu (or mac, laptop) rehearses it here; notebook 10 shows how."
+    )
+
+
 _STATE = {"full": False, "previous": None}  # %clinic full / short; the custom handler this one replaced
 
 
@@ -38,7 +67,8 @@ def note_after_error(result) -> None:
             return
         entry = explain_exception(error)
         if entry is not None:
-            print(render(entry), flush=True)
+            tip = "\n" + rehearse_tip() if entry.key in REHEARSABLE else ""
+            print(render(entry) + tip, flush=True)
     except Exception:  # the note is a help, never a second error under the first one
         pass
 

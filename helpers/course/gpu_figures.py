@@ -8,7 +8,9 @@ file. Nothing here measures or invents a figure.
 
 Each record: ``key`` (what was measured, stable), ``what`` (in words), ``values`` (the numbers),
 ``printed`` (the lines the notebook's GPU branch printed), ``gpu``, ``driver``, ``torch``, ``cuda``,
-``date``, ``command`` (what measured it), and an optional ``note``.
+``date``, ``command`` (what measured it), an optional ``note``, and an optional ``zh-CN`` object with the
+Chinese of ``printed`` and ``note``, shown when the course speaks Chinese (a translator writes it; a figure
+recorded again shows its English until it is translated again).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.course.i18n import tr, tr_lazy
+from helpers.course.i18n import CHINESE, language, tr, tr_lazy
 
 FIGURES_FILE = Path(__file__).with_name("gpu_figures.json")
 FIELDS = ("key", "what", "values", "printed", "gpu", "driver", "torch", "cuda", "date", "command")
@@ -52,9 +54,10 @@ def show_recorded(key: str, path: Path | str | None = None) -> dict | None:
     if record is None:
         print(tr(NOT_RECORDED))
         return None
-    print(label(record) + ":")
-    for line in record["printed"].splitlines():
+    chinese = record.get(CHINESE, {}) if language() == CHINESE else {}
+    print(tr("{label}:", label=label(record)))
+    for line in chinese.get("printed", record["printed"]).splitlines():
         print("    " + line)
     if record.get("note"):
-        print(tr("Note: {note}", note=record["note"]))
+        print(tr("Note: {note}", note=chinese.get("note", record["note"])))
     return record

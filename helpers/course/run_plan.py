@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from helpers.course.config import FULL_ENV, QUICK_ENV, full_mode, quick_mode
+from helpers.course.i18n import tr
 
 EPOCHS_ORIGINAL = 10
 """The original course's ``epoch = 10``."""
@@ -41,29 +42,34 @@ class RunPlan:
 
     def __str__(self) -> str:
         if self.train_images is None and self.test_images is None:
-            data = "all the data"
+            data = tr("all the data")
         else:
-            data = f"at most {self.train_images:,} training and {self.test_images:,} test images"
-        return f"{self.epochs} epochs on {data}: {self.why}"
+            data = tr(
+                "at most {train:,} training and {test:,} test images", train=self.train_images, test=self.test_images
+            )
+        return tr("{epochs} epochs on {data}: {why}", epochs=self.epochs, data=data, why=self.why)
 
 
 def run_plan(device: torch.device | str | None = None) -> RunPlan:
     """The plan for ``device`` (default: the course's device, ``pick_device()``)."""
     if quick_mode():
-        return RunPlan(EPOCHS_QUICK, None, None, f"quick mode ({QUICK_ENV}=1), the small synthetic data")
+        return RunPlan(EPOCHS_QUICK, None, None, tr("quick mode ({env}=1), the small synthetic data", env=QUICK_ENV))
     if full_mode():
-        return RunPlan(EPOCHS_ORIGINAL, None, None, f"{FULL_ENV}=1, the original's full run")
+        return RunPlan(EPOCHS_ORIGINAL, None, None, tr("{env}=1, the original's full run", env=FULL_ENV))
     if device is None:
         from helpers.lesson.devices import pick_device
 
         device = pick_device()
     device = torch.device(device)
     if device.type != "cpu":
-        return RunPlan(EPOCHS_ORIGINAL, None, None, f"the original's full run, on {device}")
+        return RunPlan(EPOCHS_ORIGINAL, None, None, tr("the original's full run, on {device}", device=device))
     return RunPlan(
         CPU_EPOCHS,
         CPU_TRAIN_IMAGES,
         CPU_TEST_IMAGES,
-        f"scaled down for the CPU (the original: {EPOCHS_ORIGINAL} epochs on all 50,000 images; "
-        f"{FULL_ENV}=1 runs that)",
+        tr(
+            "scaled down for the CPU (the original: {epochs} epochs on all 50,000 images; {env}=1 runs that)",
+            epochs=EPOCHS_ORIGINAL,
+            env=FULL_ENV,
+        ),
     )

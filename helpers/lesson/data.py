@@ -39,9 +39,10 @@ import torch
 from torch.utils.data import Dataset, Subset
 
 from helpers.course.config import DATA_ENV, quick_mode
+from helpers.course.i18n import tr, tr_lazy
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-SYNTHETIC_NAME = "synthetic CIFAR-shaped data (fallback, not CIFAR-10)"
+SYNTHETIC_NAME = tr_lazy("synthetic CIFAR-shaped data (fallback, not CIFAR-10)")
 CIFAR10_NAME = "CIFAR-10"
 
 # Sizes of the synthetic fallback: (train, test).
@@ -159,12 +160,14 @@ def synthetic(quick: bool | None = None, transform=None, reason: str = "") -> Co
     quick = quick_mode() if quick is None else quick
     n_train, n_test = SYNTHETIC_QUICK_SIZES if quick else SYNTHETIC_SIZES
     transform = transform if transform is not None else to_tensor_transform()
-    why = f" ({reason})" if reason else ""
+    why = tr(" ({reason})", reason=tr(reason)) if reason else ""
     return CourseData(
         train=SyntheticCIFAR(n_train, seed=0, transform=transform),
         test=SyntheticCIFAR(n_test, seed=1, transform=transform),
         name=SYNTHETIC_NAME,
-        description=f"{SYNTHETIC_NAME}: 3x32x32 images, 10 classes, generated from a fixed seed{why}",
+        description=tr(
+            "{name}: 3x32x32 images, 10 classes, generated from a fixed seed{why}", name=tr(SYNTHETIC_NAME), why=why
+        ),
     )
 
 
@@ -346,11 +349,13 @@ def load_cifar10(
     quick = quick_mode() if quick is None else quick
     transform = transform if transform is not None else to_tensor_transform()
     if quick:
-        data = synthetic(True, transform, reason="quick mode")
+        data = synthetic(True, transform, reason=tr_lazy("quick mode"))
         if verbose:
             print(
-                f"Quick mode (COURSE_QUICK=1): using the {SYNTHETIC_NAME}; "
-                "outside quick mode the course trains on CIFAR-10."
+                tr(
+                    "Quick mode (COURSE_QUICK=1): using the {name}; outside quick mode the course trains on CIFAR-10.",
+                    name=tr(SYNTHETIC_NAME),
+                )
             )
         return data
     given = course_data_root(root)

@@ -276,14 +276,34 @@ def largest_batch_that_fits(try_batch: Callable[[int], object], start: int, mini
         size = max(minimum, size // 2)
 
 
+class FieldName(str):
+    """A key that compares and hashes as its English (``"free on the GPU" in fields``) and shows in the course's
+    language where it is formatted (``f"{name:<26}"``, padded by display width)."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        text = tr(str(self))
+        aligned = re.fullmatch(r"([<>^]?)(\d+)", spec)
+        if not aligned:
+            return format(text, spec)
+        fill = max(0, int(aligned.group(2)) - columns(text))
+        side = aligned.group(1) or "<"
+        if side == ">":
+            return " " * fill + text
+        if side == "^":
+            return " " * (fill // 2) + text + " " * (fill - fill // 2)
+        return text + " " * fill
+
+
 _SIZE = r"([\d.]+ (?:[KMG]i)?B|0 bytes)"
 OOM_FIELDS = {
-    "tried to allocate": rf"Tried to allocate {_SIZE}",
-    "total capacity": rf"total capacity of {_SIZE}",
-    "free on the GPU": rf"of which {_SIZE} is free",
-    "this process uses": rf"this process has {_SIZE} memory in use",
-    "allocated by PyTorch": rf"{_SIZE} is allocated by PyTorch",
-    "reserved but unallocated": rf"{_SIZE} is reserved by PyTorch but unallocated",
+    FieldName(tr_lazy("tried to allocate")): rf"Tried to allocate {_SIZE}",
+    FieldName(tr_lazy("total capacity")): rf"total capacity of {_SIZE}",
+    FieldName(tr_lazy("free on the GPU")): rf"of which {_SIZE} is free",
+    FieldName(tr_lazy("this process uses")): rf"this process has {_SIZE} memory in use",
+    FieldName(tr_lazy("allocated by PyTorch")): rf"{_SIZE} is allocated by PyTorch",
+    FieldName(tr_lazy("reserved but unallocated")): rf"{_SIZE} is reserved by PyTorch but unallocated",
 }
 """The numbers a CUDA out-of-memory message gives, and how each is worded (PyTorch 2.x)."""
 

@@ -34,6 +34,7 @@ from torch import nn
 from torch.torch_version import TorchVersion
 from torch.utils.data import DataLoader
 
+from helpers.course.i18n import columns, tr, tr_lazy
 from helpers.lab.alternate import alternated
 from helpers.lesson.data import CourseData, as_tensors
 from helpers.lesson.devices import to_device
@@ -237,6 +238,27 @@ class RungRun:
 ACCURACY_DROP = 0.05  # a rung this much less accurate than the one above it gets a note
 MIN_ROUNDS = 3  # fewer timed rounds than this cannot tell a rung's speed from the article loop's
 NOT_DISTINGUISHABLE = "not distinguishable"
+# The rungs as the ladder's table names them (rows() keeps the English names: the plot and the benchmarks use them).
+RUNG_NAMES = {
+    "article loop": tr_lazy("article loop"),
+    "no hidden syncs": tr_lazy("no hidden syncs"),
+    "data on device": tr_lazy("data on device"),
+    "larger batch": tr_lazy("larger batch"),
+    "channels_last": tr_lazy("channels_last"),
+    "mixed precision": tr_lazy("mixed precision"),
+    "compile": tr_lazy("compile"),
+}
+# The reasons notebook 06 and the benchmark give for a skipped rung (shown through tr in the table's note).
+SKIP_REASONS = (
+    tr_lazy("quick mode (a first compilation takes tens of seconds on a CPU)"),
+    tr_lazy("torch.compile is not available here"),
+)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to ``width`` terminal columns (a Chinese character takes two)."""
+    fill = " " * max(0, width - columns(text))
+    return fill + text if right else text + fill
 
 
 def speed_verdict(round_ratios: list[float], min_rounds: int = MIN_ROUNDS) -> str:
@@ -271,9 +293,14 @@ class LadderResult:
 
     def length(self) -> str:
         """How long each rung trained, in the words the notebook's heading line and the plot's title both use."""
-        return (
-            f"{self.steps_per_run} steps per run, {1 + self.repeats} runs (warm-up + {self.repeats} timed): "
-            f"accuracy after {self.steps} steps"
+        from helpers.lab.plots import label  # Chinese where the plot's title can draw it, as that title
+
+        return label(
+            tr_lazy("{per_run} steps per run, {runs} runs (warm-up + {repeats} timed): accuracy after {steps} steps"),
+            per_run=self.steps_per_run,
+            runs=1 + self.repeats,
+            repeats=self.repeats,
+            steps=self.steps,
         )
 
     @property
@@ -294,44 +321,62 @@ class LadderResult:
             return NOT_DISTINGUISHABLE
         return speed_verdict(self.round_ratios.get(name) or [self.ratios[name]] * self.repeats)
 
-    def rows(self) -> list[dict]:
-        """One dict per rung measured: name, images/s, ratio to the article's loop, accuracy, a note."""
+    def rows(self, shown: bool = False) -> list[dict]:
+        """One dict per rung measured: name, images/s, ratio to the article's loop, accuracy, a note: in English
+        (as the benchmarks, the plot and the notebook's checks read it), or with ``shown`` in the course's language
+        (the table's)."""
         rows, previous = [], None
         for rung in self.rungs:
             name = rung.name
             if name in self.skipped:
+                reason = self.skipped[name]
+                note = tr("skipped: {reason}", reason=tr(reason)) if shown else f"skipped: {reason}"
                 rows.append({"rung": name, "images_per_s": None, "ratio": None, "accuracy": None,
-                             "verdict": "skipped", "note": f"skipped: {self.skipped[name]}"})  # fmt: skip
+                             "verdict": "skipped", "note": note})  # fmt: skip
                 continue
-            note, verdict = "", self.verdict(name)
+            notes, verdict = [], self.verdict(name)  # (message, fields) for each part of the note
             if verdict == NOT_DISTINGUISHABLE and self.too_short:
-                per_run = self.steps_per_run
-                note = f"not distinguishable here: {self.repeats} round(s) of {per_run} steps are too few to tell"
+                notes.append((
+                    tr_lazy("not distinguishable here: {repeats} round(s) of {per_run} steps are too few to tell"),
+                    {"repeats": self.repeats, "per_run": self.steps_per_run},
+                ))  # fmt: skip
             elif verdict == NOT_DISTINGUISHABLE:
                 low, high = self.spread(name)
-                note = f"not distinguishable here: the rounds gave {low:.2f}x to {high:.2f}x, on both sides of 1"
+                notes.append((
+                    tr_lazy("not distinguishable here: the rounds gave {low:.2f}x to {high:.2f}x, on both sides of 1"),
+                    {"low": low, "high": high},
+                ))  # fmt: skip
             if previous is not None and not self.too_short and self.ratios[name] < self.ratios[previous]:
-                paid = f"did not pay here: {why_not(name, self.device)}"
-                note = f"{note}; {paid}" if note else paid
+                notes.append((tr_lazy("did not pay here: {why}"), {"why": why_not(name, self.device)}))
             if previous is not None and not self.too_short:
                 now, before = self.accuracy[name], self.accuracy[previous]
                 if now < before - ACCURACY_DROP:
-                    lower = f"lower accuracy after the same steps ({now:.1%}, the rung above {before:.1%})"
-                    note = f"{note}; {lower}" if note else lower
+                    notes.append((
+                        tr_lazy("lower accuracy after the same steps ({now:.1%}, the rung above {before:.1%})"),
+                        {"now": now, "before": before},
+                    ))  # fmt: skip
+            note = "; ".join(message.format(**fields) for message, fields in notes)
+            if shown:
+                note = ""
+                for message, fields in notes:
+                    part = tr(message, **fields)
+                    note = tr("{note}; {more}", note=note, more=part) if note else part
             rows.append({"rung": name, "images_per_s": self.rates[name], "ratio": self.ratios[name],
                          "accuracy": self.accuracy[name], "verdict": verdict, "note": note})  # fmt: skip
             previous = name
         return rows
 
     def table(self) -> str:
-        lines = [f"{'rung':<18}{'images/s':>10}{'x article':>11}{'accuracy':>10}  note"]
-        for row in self.rows():
+        head = [tr("rung"), tr("images/s"), tr("x article"), tr("accuracy")]
+        lines = [f"{_pad(head[0], 18)}{_pad(head[1], 10, True)}{_pad(head[2], 11, True)}{_pad(head[3], 10, True)}  "
+                 + tr("notes")]  # fmt: skip
+        for row in self.rows(shown=True):
+            rung = _pad(tr(RUNG_NAMES.get(row["rung"], row["rung"])), 18)
             if row["ratio"] is None:
-                lines.append(f"{row['rung']:<18}{'-':>10}{'-':>11}{'-':>10}  {row['note']}")
+                lines.append(f"{rung}{'-':>10}{'-':>11}{'-':>10}  {row['note']}")
             else:
                 lines.append(
-                    f"{row['rung']:<18}{row['images_per_s']:>10.0f}{row['ratio']:>10.2f}x"
-                    f"{row['accuracy']:>10.1%}  {row['note']}"
+                    f"{rung}{row['images_per_s']:>10.0f}{row['ratio']:>10.2f}x{row['accuracy']:>10.1%}  {row['note']}"
                 )
         return "\n".join(lines)
 

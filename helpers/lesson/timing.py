@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from helpers.course.i18n import tr
+
 
 def synchronize(device: torch.device | str) -> None:
     """Wait until all queued work on ``device`` has finished (no-op on the CPU)."""
@@ -31,7 +33,7 @@ class Timing:
     times: list[float]
 
     def __str__(self) -> str:
-        return f"{self.median * 1000:.1f} ms (median of {len(self.times)})"
+        return tr("{ms:.1f} ms (median of {n})", ms=self.median * 1000, n=len(self.times))
 
 
 def timeit(fn: Callable[[], object], device: torch.device | str = "cpu", repeats: int = 5, warmup: int = 1) -> Timing:
