@@ -191,3 +191,39 @@ def test_workers_on_a_mac_are_a_problem_only_where_a_spawned_worker_would_start_
     assert rehearse(SCRIPTS / "workers_in_main.py", machine="mac", steps=1, loops=2)["exit_code"] == 0
     unguarded = rehearse(SCRIPTS / "workers_in_main.py", "unguarded", machine="mac", steps=1, loops=2)
     assert ("spawn-workers", 11) in kinds_at(unguarded)
+
+
+def test_fix_ports_a_legacy_type_picked_once_and_the_moves_behind_its_flag(tmp_path):
+    """PyTorch-GAN's shape: ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` used as a
+    constructor, and ``if cuda:`` around the moves; the port reads clean and rehearses clean on all three."""
+    script = SCRIPTS / "flag_from_a_conditional.py"
+    ported, _ = port_source(script.read_text(), script.name)
+    assert "torch.cuda.FloatTensor" not in ported and "if on_gpu:" not in ported
+    assert "Tensor(3, 2).to(device).fill_(1.0)" in ported and "\nlayer.to(device)\n" in ported
+    assert not read_text(ported).findings
+    (tmp_path / "ported.py").write_text(ported)
+    for machine in ("gpu", "mac", "laptop"):
+        result = rehearse(tmp_path / "ported.py", machine=machine)
+        assert result["runs"] and not result["findings"], (machine, result)
+        assert result["output"] == plain_cpu_output(script)
+
+
+def test_numpy_with_force_copies_to_the_host_itself_and_is_not_a_problem(tmp_path):
+    script = tmp_path / "force.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.arange(3.0).cuda() if torch.cuda.is_available() else torch.arange(3.0)\n"
+        "print(x.numpy(force=True).tolist())\n"
+    )
+    assert {f.kind for f in read(script).findings} == {"cuda-only-fallback"}
+    result = rehearse(script)
+    assert result["runs"] and not result["findings"], result
+    assert result["output"] == plain_cpu_output(script) == "[0.0, 1.0, 2.0]\n"
+
+
+def test_an_option_of_the_rehearsal_after_the_script_goes_to_the_script_and_a_note_says_so(capsys):
+    from helpers.rehearse.__main__ import main
+
+    assert main(["--static", str(METHOD2), "--as=mac", "--epochs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "--as comes after the script, so it goes to the script" in err and "--epochs" not in err

@@ -43,8 +43,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+OWN_OPTIONS = ("--as", "--steps", "--loops", "--timeout", "--static", "--fix", "--write", "--json")
+
+
 def main(argv: list[str] | None = None) -> int:
     opts = parser().parse_args(argv)
+    for arg in opts.args:
+        if arg.split("=", 1)[0] in OWN_OPTIONS:  # everything after SCRIPT is the script's own
+            print(
+                tr(
+                    "note: {option} comes after the script, so it goes to the script; to give it to the rehearsal, "
+                    "put it before the script: python -m helpers.rehearse {option} ... SCRIPT",
+                    option=arg.split("=", 1)[0],
+                ),
+                file=sys.stderr,
+            )
     from helpers.rehearse.pretend_gpu import Machine
 
     script = Path(opts.script)

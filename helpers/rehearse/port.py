@@ -61,14 +61,20 @@ def _device_value(node: cst.BaseExpression) -> bool:
 class _Port(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, numpy_lines: set[int], wrappers: set[str]) -> None:
+    def __init__(self, numpy_lines: set[int], wrappers: set[str], aliases: dict[str, str], flags: set[str]) -> None:
         super().__init__()
         self.numpy_lines = numpy_lines
         self.wrappers = wrappers
+        self.aliases = aliases  # Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor: {"Tensor": ...}
+        self.flags = flags  # names assigned from torch.cuda.is_available()
         self.has_device = False
         self.changed = 0
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        target = updated.targets[0].target if len(updated.targets) == 1 else None
+        if isinstance(target, cst.Name) and target.value in self.aliases:
+            self.changed += 1
+            return updated.with_changes(value=cst.parse_expression(f"torch.{self.aliases[target.value]}"))
         if (
             len(updated.targets) == 1
             and m.matches(updated.targets[0].target, m.Name(DEVICE))
@@ -92,8 +98,12 @@ class _Port(cst.CSTTransformer):
         if last == "to" and updated.args and updated.args[0].keyword is None and _device_value(updated.args[0].value):
             self.changed += 1
             return updated.with_changes(args=[updated.args[0].with_changes(value=device), *updated.args[1:]])
-        if last == "type" and updated.args and re.match(r"torch\.cuda\.\w+Tensor$", _dotted(updated.args[0].value)):
-            dtype = _DTYPES.get(_dotted(updated.args[0].value).rsplit(".", 1)[-1], "float32")
+        if isinstance(updated.func, cst.Name) and func in self.aliases:  # Tensor(n, 1): made on the CPU, then moved
+            self.changed += 1
+            return cst.Call(func=cst.Attribute(value=updated, attr=cst.Name("to")), args=[cst.Arg(device)])
+        legacy = _dotted(updated.args[0].value) if updated.args else ""
+        if last == "type" and (re.match(r"torch\.cuda\.\w+Tensor$", legacy) or legacy in self.aliases):
+            dtype = _DTYPES.get(self.aliases.get(legacy, legacy.rsplit(".", 1)[-1]), "float32")
             self.changed += 1
             return updated.with_changes(
                 func=updated.func.with_changes(attr=cst.Name("to")),
@@ -179,8 +189,10 @@ class _Port(cst.CSTTransformer):
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def leave_If(self, original: cst.If, updated: cst.If):
-        """Method 2's ``if torch.cuda.is_available():`` around moves only: the moves, unguarded."""
-        if not m.matches(updated.test, _IS_AVAILABLE) or updated.orelse is not None:
+        """Method 2's ``if torch.cuda.is_available():`` (or ``if use_cuda:``, a name assigned from it) around moves
+        only: the moves, unguarded."""
+        flag = isinstance(updated.test, cst.Name) and updated.test.value in self.flags
+        if not (flag or m.matches(updated.test, _IS_AVAILABLE)) or updated.orelse is not None:
             return updated
         body = updated.body.body
         moves = all(
@@ -222,6 +234,26 @@ def _moved_name(statement: cst.CSTNode) -> str | None:
     return None
 
 
+def _legacy_aliases(module: cst.Module) -> dict[str, str]:
+    """Names bound to a CUDA tensor type, ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``: the
+    name and the type (``FloatTensor``), so that ``Tensor(...)`` and ``.type(Tensor)`` can be ported."""
+    aliases = {}
+    for assign in m.findall(module, m.Assign(targets=[m.AssignTarget(m.Name())])):
+        value = assign.value.body if isinstance(assign.value, cst.IfExp) else assign.value
+        if re.fullmatch(r"torch\.cuda\.\w+Tensor", _dotted(value)):
+            aliases[assign.targets[0].target.value] = _dotted(value).rsplit(".", 1)[-1]
+    return aliases
+
+
+def _availability_flags(module: cst.Module) -> set[str]:
+    """Names assigned from ``torch.cuda.is_available()`` (``use_cuda``, ``cuda = True if ... else False``)."""
+    return {
+        assign.targets[0].target.value
+        for assign in m.findall(module, m.Assign(targets=[m.AssignTarget(m.Name())]))
+        if assign.targets[0].target.value != DEVICE and m.findall(assign.value, _IS_AVAILABLE)
+    }
+
+
 def _insert_device(module: cst.Module) -> cst.Module:
     """``device = ...`` after the last import at the top of the script."""
     body = list(module.body)
@@ -249,7 +281,7 @@ def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
         tmp.parent.rmdir()
     numpy_lines = {f.line for f in reading.findings if f.kind == "numpy-of-device-tensor"}
     wrappers = {f.message.removesuffix(".state_dict()") for f in reading.findings if f.kind == "dataparallel-prefix"}
-    port = _Port(numpy_lines, wrappers)
+    port = _Port(numpy_lines, wrappers, _legacy_aliases(module), _availability_flags(module))
     ported = MetadataWrapper(module).visit(port)
     if port.changed and not port.has_device:
         ported = _insert_device(ported)

@@ -286,6 +286,10 @@ class PretendDevices(TorchFunctionMode):
             return -1 if device.type == "cpu" else device.index
         if func in _PASS:
             return func(*args, **kwargs)
+        forced = name == "numpy" and kwargs.get("force", False)  # .numpy(force=True) copies to the host itself
+        if forced and args and led.device_of(args[0]).type != "cpu":
+            led.note(".numpy(force=True)")
+            return func(*args, **kwargs)
         if name in ("numpy", "__array__") and args and led.device_of(args[0]).type != "cpu":
             device = led.device_of(args[0])
             led.report(

@@ -47,6 +47,11 @@ def _asks_availability(node: cst.CSTNode) -> bool:
     return bool(m.findall(node, m.Attribute(attr=m.Name("is_available")) | m.Name("is_available")))
 
 
+def _forced(value: cst.BaseExpression | None) -> bool:
+    """``.numpy(force=True)``: copies a device tensor to the host itself."""
+    return value is not None and m.matches(value, m.Name("True"))
+
+
 def _mentions(node: cst.CSTNode, text: str) -> bool:
     return text in cst.Module([]).code_for_node(node)
 
@@ -204,7 +209,7 @@ class _Reader(m.MatcherDecoratableVisitor):
                     self.add(node, "workers-no-main-guard", "DataLoader(num_workers=...)")
                 elif not self.functions:  # built at import time: a problem if a loop at import time uses it
                     self.top_loaders[self._loader_name or f"<{self.line(node)}>"] = (self.line(node), "")
-        elif last == "numpy" and isinstance(node.func, cst.Attribute):
+        elif last == "numpy" and isinstance(node.func, cst.Attribute) and not _forced(kwargs.get("force")):
             self.numpy_calls.append((self.line(node), cst.Module([]).code_for_node(node.func.value)))
         if "device" in kwargs:
             kind = _string(kwargs["device"])
