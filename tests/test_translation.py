@@ -54,6 +54,9 @@ AVOID_IN_PROSE = {
     r"隐藏的同步": "隐式同步",
     r"原地": "就地",
     r"CPU 版本": "只支持 CPU 的构建",
+    r"(?<![\w`/.-])CIFAR(?![-\w])": "CIFAR-10 数据集",
+    r"演练|排练|彩排": "预演",
+    r"迁移(?!学习)": "移植",
     r"[\u4e00-\u9fff][,;?!]|[,;?!][\u4e00-\u9fff]|[\u4e00-\u9fff]: ": "全角标点（，；？！：）",
 }
 # Markdown prose only (a run-time message prints code such as `if __name__ == "__main__":` as it is): straight
