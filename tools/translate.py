@@ -143,15 +143,45 @@ class Comment:
     whole_line: bool
 
 
+# Cell magics whose body is Python (the course's ``%%rehearse``, ``%%writefile`` of a ``.py`` file).
+PYTHON_CELL_MAGIC = re.compile(r"^%%(rehearse\b|writefile\s+\S+\.py\s*$)")
+
+
+def python_cell(source: str) -> bool:
+    """Whether a code cell is Python: no cell magic, or one whose body is Python (:data:`PYTHON_CELL_MAGIC`)."""
+    first = source.lstrip().split("\n", 1)[0]
+    return not first.startswith("%%") or bool(PYTHON_CELL_MAGIC.match(first))
+
+
+def _script_comments(tok: tokenize.TokenInfo) -> list[tokenize.TokenInfo]:
+    """The comments of a Python script held in a multi-line string literal (a child process's script, a file
+    the cell writes), placed at their rows and columns in the cell; only the lines after the opening quotes."""
+    if tok.start[0] == tok.end[0] or not re.match(r"[rRuU]?(\"\"\"|\'\'\')", tok.string):
+        return []
+    prefix = re.match(r"[rRuU]?", tok.string).group()
+    body = tok.string[len(prefix) + 3 : -3]
+    lines = body.split("\n")[1:]
+    try:
+        ast.parse("\n".join(lines))
+        inner = list(tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
+        return []
+    return [t._replace(start=(t.start[0] + tok.start[0], t.start[1])) for t in inner if t.type == tokenize.COMMENT]
+
+
 def comments(source: str) -> list[Comment]:
-    """The translatable comments of a code cell, in order; a cell that is not Python (``%%bash``...) has none."""
-    if source.lstrip().startswith("%%"):
+    """The translatable comments of a code cell, in order, those of a script it holds in a multi-line string
+    included; a cell that is not Python (``%%bash``...) has none."""
+    if not python_cell(source):
         return []
     lines = python_lines(source)
     try:
-        tokens = [
-            t for t in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline) if t.type == tokenize.COMMENT
-        ]
+        tokens = []
+        for t in tokenize.generate_tokens(io.StringIO("\n".join(lines)).readline):
+            if t.type == tokenize.COMMENT:
+                tokens.append(t)
+            elif t.type == tokenize.STRING:
+                tokens += _script_comments(t)
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return []
     found: list[Comment] = []
