@@ -54,3 +54,12 @@ def test_the_link_goes_with_its_label_and_colab_twin():
     assert release.without_solution_links(f"Intro.\n\n{line}\n\n## Summary") == "Intro.\n\n## Summary"
     zh = "附上提示。参考答案见 [a](solutions/05_a_solutions.ipynb)（[在 Colab 中打开](https://c/solutions/05_a.ipynb)）。"
     assert release.without_solution_links(zh) == "附上提示。"
+
+
+def test_lessons_that_match_nothing_write_nothing_and_say_why(tmp_path, capsys):
+    from tools import nbgrader_source
+
+    assert release.main([str(tmp_path / "class"), "--lessons", "99"]) == 1
+    assert nbgrader_source.main([str(tmp_path / "course"), "--lessons", "99", "--assignment", "lab99"]) == 1
+    assert capsys.readouterr().err.count("No lesson matches --lessons: nothing written.") == 2
+    assert not any(tmp_path.rglob("*.ipynb"))

@@ -126,12 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course-id", default="course", help="nbgrader's course_id (default: course)")
     args = parser.parse_args(argv)
     written = write_source(args.course, args.lessons, args.assignment, args.course_id)
-    if not written:
-        print("No lesson matches --lessons: nothing written.", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    return 0
+    return release.report_written(written)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,16 @@ def release(out: Path, numbers: list[str] | None = None, assignment: bool = Fals
     return written
 
 
+def report_written(written: list[Path]) -> int:
+    """Print the files a command wrote, one a line; none is an error (exit 1) that names --lessons."""
+    if not written:
+        print("No lesson matches --lessons: nothing written.", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the folder to write (the class's copy)")
@@ -78,12 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", choices=("en", "zh-CN"), default="en", help="the edition (default: en)")
     args = parser.parse_args(argv)
     written = release(args.out, args.lessons, args.assignment, args.lang)
-    if not written:
-        print("No lesson matches --lessons: nothing written.", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    return 0
+    return report_written(written)
 
 
 if __name__ == "__main__":
