@@ -227,3 +227,16 @@ def test_an_option_of_the_rehearsal_after_the_script_goes_to_the_script_and_a_no
     assert main(["--static", str(METHOD2), "--as=mac", "--epochs", "2"]) == 1
     err = capsys.readouterr().err
     assert "--as comes after the script, so it goes to the script" in err and "--epochs" not in err
+
+
+def test_fix_takes_the_state_dict_of_a_wrapper_made_in_one_branch_only(tmp_path):
+    """The port reaches the model inside nn.DataParallel where the wrapper was made (several GPUs) and the model
+    itself where it was not (one GPU, a laptop): the same keys, no 'module.' prefix, on each."""
+    script = SCRIPTS / "dataparallel_in_one_branch.py"
+    ported, _ = port_source(script.read_text(), script.name)
+    assert 'getattr(model, "module", model).state_dict()' in ported
+    (tmp_path / "ported.py").write_text(ported)
+    for machine in ("gpus:2", "gpu", "laptop"):
+        result = rehearse(tmp_path / "ported.py", str(tmp_path / "w.pt"), machine=machine)
+        assert result["runs"] and not result["findings"], (machine, result)
+        assert result["output"].splitlines()[-1] == "['bias', 'weight']", (machine, result["output"])

@@ -3,12 +3,15 @@ learner's formatting and comments stay; printed as a diff, then rehearsed as a G
 
 What it rewrites: one device chosen once, after the imports (CUDA, else the Mac's MPS, else the CPU), or the
 script's own ``device = ...`` given that fallback; ``.cuda()`` / ``.cuda(i)`` to ``.to(device)``; ``if
-torch.cuda.is_available():`` around moves only (method 2) unwrapped; ``'cuda'``, ``'cuda:1'`` and
+torch.cuda.is_available():`` or ``if use_cuda:`` (a name assigned from it) around moves only (method 2)
+unwrapped; ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` to the CPU type, with what
+``Tensor(...)`` makes moved to ``device``; ``'cuda'``, ``'cuda:1'`` and
 ``torch.device('cuda')`` where a tensor is moved or made, to ``device``; ``torch.load`` given
 ``map_location=device``; ``torch.cuda.FloatTensor(...)`` to ``torch.FloatTensor(...).to(device)`` and
 ``.type(torch.cuda.FloatTensor)`` to ``.to(device, torch.float32)``; a CUDA default tensor type to
 ``torch.set_default_device(device)``; ``.numpy()`` of a device tensor to ``.detach().cpu().numpy()``; a
-DataParallel wrapper's ``state_dict()`` to ``.module.state_dict()``. What it leaves to the learner, it lists
+DataParallel wrapper's ``state_dict()`` to ``getattr(model, "module", model).state_dict()`` (the wrapper's own
+model, whether or not the branch that wraps it ran). What it leaves to the learner, it lists
 (workers without a ``__main__`` guard: moving code into ``main()`` is the learner's choice to make).
 """
 
@@ -155,8 +158,9 @@ class _Port(cst.CSTTransformer):
             and isinstance(updated.func, cst.Attribute)
             and _dotted(updated.func.value) in self.wrappers
         ):
-            self.changed += 1
-            inner = cst.Attribute(value=updated.func.value, attr=cst.Name("module"))
+            self.changed += 1  # getattr: the wrapper may be made in one branch only (one GPU, several, none)
+            owner = cst.Module([]).code_for_node(updated.func.value)
+            inner = cst.parse_expression(f'getattr({owner}, "module", {owner})')
             return updated.with_changes(func=updated.func.with_changes(value=inner))
         changed = False
         args = []
