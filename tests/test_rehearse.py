@@ -240,3 +240,26 @@ def test_fix_takes_the_state_dict_of_a_wrapper_made_in_one_branch_only(tmp_path)
         result = rehearse(tmp_path / "ported.py", str(tmp_path / "w.pt"), machine=machine)
         assert result["runs"] and not result["findings"], (machine, result)
         assert result["output"].splitlines()[-1] == "['bias', 'weight']", (machine, result["output"])
+
+
+def test_fix_puts_a_scripts_top_level_work_under_a_main_guard_for_spawned_workers(tmp_path):
+    """Workers started at the top level: the port keeps the imports, functions and classes where a spawned
+    worker imports them and moves the rest, in order, under ``if __name__ == "__main__":``; on a Mac it runs."""
+    script = SCRIPTS / "workers_at_top_level.py"
+    assert ("spawn-workers", 23) in kinds_at(rehearse(script, machine="mac", steps=1, loops=1))
+    ported, left = port_source(script.read_text(), script.name)
+    assert not left and 'if __name__ == "__main__":\n' in ported and "\nclass Net(nn.Module):" in ported
+    assert "    loader = DataLoader(data, batch_size=8, num_workers=1)\n" in ported
+    assert not read_text(ported).findings
+    (tmp_path / "ported.py").write_text(ported)
+    for machine in ("mac", "gpu", "laptop"):
+        result = rehearse(tmp_path / "ported.py", machine=machine, steps=4, loops=1)
+        assert result["runs"] and not result["findings"], (machine, result)
+        assert result["output"] == plain_cpu_output(tmp_path / "ported.py"), machine  # the CPU's own losses
+
+
+def test_fix_leaves_the_guard_to_the_learner_where_a_definition_needs_the_scripts_names():
+    code = (SCRIPTS / "workers_at_top_level.py").read_text()
+    code = code.replace("class Net(nn.Module):", "class Net(nn.Module):\n    seed = SEED")
+    ported, left = port_source(code, "script.py")
+    assert "if __name__" not in ported and any("[workers-no-main-guard]" in line for line in left)

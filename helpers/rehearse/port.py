@@ -273,6 +273,44 @@ def _insert_device(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
+_DEFINITION = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()]) | m.FunctionDef() | m.ClassDef()
+
+
+def _guard_the_script(module: cst.Module) -> cst.Module | None:
+    """A script that starts DataLoader workers with no ``__main__`` guard: its imports, functions and classes stay
+    where a spawned worker imports them, every other top-level statement goes, in order, under ``if __name__ ==
+    "__main__":``. None where a function or class needs, when it is defined, a name those statements set (a
+    default, a decorator, a base, a class attribute): moving code is then the learner's call."""
+    body = list(module.body)
+    docstring = 1 if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])) else 0
+    dunder = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(value=m.MatchRegex(r"__\w+__")))])])
+    moved = [s for s in body[docstring:] if not m.matches(s, _DEFINITION | dunder)]
+    if not moved:
+        return None
+    targets = [t.target for s in moved for t in m.findall(s, m.AssignTarget() | m.For() | m.AnnAssign())]
+    assigned = {n.value for target in targets for n in m.findall(target, m.Name())}
+    for definition in (s for s in body if m.matches(s, m.FunctionDef() | m.ClassDef())):
+        at_definition = [*definition.decorators]
+        if isinstance(definition, cst.FunctionDef):
+            at_definition += [p.default for p in definition.params.params if p.default is not None]
+        else:
+            at_definition += [*definition.bases]
+            at_definition += [s for s in definition.body.body if not m.matches(s, m.FunctionDef())]
+        if {n.value for node in at_definition for n in m.findall(node, m.Name())} & assigned:
+            return None
+    moved_ids = {id(s) for s in moved}
+    kept = [s for s in body if id(s) not in moved_ids]
+    guard = cst.parse_statement('if __name__ == "__main__":\n    pass\n')
+    blank_unindented = [  # no trailing spaces on the blank lines inside the guard
+        s.with_changes(leading_lines=[e.with_changes(indent=e.comment is not None) for e in s.leading_lines])
+        for s in moved
+    ]
+    guard = guard.with_changes(
+        body=guard.body.with_changes(body=blank_unindented), leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
+    )
+    return module.with_changes(body=[*kept, guard])
+
+
 def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
     """The ported code, and what is left to the learner (lines of text)."""
     module = cst.parse_module(code)
@@ -289,6 +327,11 @@ def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
     ported = MetadataWrapper(module).visit(port)
     if port.changed and not port.has_device:
         ported = _insert_device(ported)
+    unguarded = [f for f in reading.findings if f.kind == "workers-no-main-guard"]
+    if unguarded and not re.search(r"^if\s+__name__\s*==", code, re.MULTILINE):
+        guarded = _guard_the_script(ported)
+        if guarded is not None:
+            ported, reading.findings[:] = guarded, [f for f in reading.findings if f not in unguarded]
     left = [
         tr("{line}: [{kind}] left for you: {what}", line=f.line, kind=f.kind, what=f.message)
         for f in reading.findings
