@@ -48,7 +48,7 @@ from helpers.rehearse.static_check import read  # noqa: E402
 MANIFEST = ROOT / "tests" / "rehearse_corpus" / "manifest.toml"
 RAW = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 MACHINES = ("gpu", "mac", "laptop")
-LEFT_TO_LEARNER = {"workers-no-main-guard"}  # the port lists it, moving code into main() is the learner's call
+LEFT_TO_LEARNER = {"workers-no-main-guard"}  # where a definition needs the moved names, the port lists it
 
 
 def load_manifest(path: str | Path = MANIFEST) -> list[dict]:

@@ -11,8 +11,9 @@ unwrapped; ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` to
 ``.type(torch.cuda.FloatTensor)`` to ``.to(device, torch.float32)``; a CUDA default tensor type to
 ``torch.set_default_device(device)``; ``.numpy()`` of a device tensor to ``.detach().cpu().numpy()``; a
 DataParallel wrapper's ``state_dict()`` to ``getattr(model, "module", model).state_dict()`` (the wrapper's own
-model, whether or not the branch that wraps it ran). What it leaves to the learner, it lists
-(workers without a ``__main__`` guard: moving code into ``main()`` is the learner's choice to make).
+model, whether or not the branch that wraps it ran); a script that starts DataLoader workers at its top level
+gets that work under ``if __name__ == "__main__":``. What it leaves to the learner, it lists (the guard, where a
+function or class needs the moved names when it is defined; ``CUDA_VISIBLE_DEVICES`` set in the script).
 """
 
 from __future__ import annotations
