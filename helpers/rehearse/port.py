@@ -29,7 +29,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from helpers.course.i18n import tr
-from helpers.rehearse.static_check import _dotted, _string, read
+from helpers.rehearse.static_check import _dotted, _string, has_main_guard, read
 
 DEVICE = "device"
 CHOICE = 'torch.device("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")'
@@ -329,7 +329,7 @@ def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
     if port.changed and not port.has_device:
         ported = _insert_device(ported)
     unguarded = [f for f in reading.findings if f.kind == "workers-no-main-guard"]
-    if unguarded and not re.search(r"^if\s+__name__\s*==", code, re.MULTILINE):
+    if unguarded and not has_main_guard(code):
         guarded = _guard_the_script(ported)
         if guarded is not None:
             ported, reading.findings[:] = guarded, [f for f in reading.findings if f not in unguarded]

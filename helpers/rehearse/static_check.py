@@ -27,6 +27,11 @@ _CUDA_IS_AVAILABLE = m.Call(
 )
 
 
+def has_main_guard(code: str) -> bool:
+    """Whether the script has an ``if __name__ == ...`` guard at its top level."""
+    return bool(re.search(r"^if\s+__name__\s*==", code, re.MULTILINE))
+
+
 def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Name):
         return node.value
@@ -66,7 +71,7 @@ class _Reader(m.MatcherDecoratableVisitor):
         self.guards = 0  # inside an if / ifexp that asks is_available()
         self.functions = 0
         self.main_guard = 0
-        self.has_main_guard = bool(re.search(r"^if\s+__name__\s*==", code, re.MULTILINE))
+        self.has_main_guard = has_main_guard(code)
         self.mentions_mps = "mps" in code
         self.uses_cuda = bool(re.search(r"\.cuda\(|['\"]cuda", code))
         self.availability: set[str] = set()  # names assigned from torch.cuda.is_available()
