@@ -385,7 +385,7 @@ def test_the_recorder_shows_its_log_in_chinese_and_keeps_english_names_to_compar
         data.index_select(0, torch.arange(3))
     assert log.events == [".item() / float() / int() / bool() / `if` on a tensor", CPU_INDICES]  # what checks compare
     assert str(log) == (
-        ".item() / float() / int() / bool() / 对张量做 `if` 判断：1 次、"
+        ".item() / float() / int() / bool() / 对张量做 `if` 判断：1 次；"
         "用 CPU 上的索引去索引设备上的张量，索引要先阻塞复制过去：1 次"
     )
     assert log.mixed == ["用 CPU 上的索引对设备数据调用 index_select()"]

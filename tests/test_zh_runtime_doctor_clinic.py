@@ -352,5 +352,5 @@ def test_train_tudui_help_in_chinese():
         cwd=course.ROOT,
         check=True,
     ).stdout
-    assert "每个批次的图片数（默认：64，与原课程相同）" in helped and "示例：" in helped
+    assert "每个批次的图像数（默认：64，与原课程相同）" in helped and "示例：" in helped
     assert "python -m helpers train-tudui --device cuda:1 --preload" in helped  # the commands stay as they are

@@ -239,7 +239,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace, device, ra
     optimizer = torch.optim.SGD(plain.parameters(), lr=args.lr, momentum=args.momentum)
 
     settings = {
-        "data_name": data.name,
+        "data_name": data.english_name,
         "data_sizes": [len(data.train), len(data.test)],
         "lr": args.lr,
         "momentum": args.momentum,

@@ -255,7 +255,7 @@ def visible_devices_quiz(answers: dict) -> object:
         return failed(give_a_dict)
     unanswered = [k for k in sorted(answers) if not isinstance(answers[k], (bool, np.bool_))]
     if unanswered:
-        return failed(tr("Answer {letters} with True or False.", letters=", ".join(unanswered)))
+        return failed(tr("Answer {letters} with True or False.", letters=tr(", ").join(unanswered)))
     answers = {k: bool(v) for k, v in answers.items()}
     wrong = [k for k in sorted(answers) if answers[k] != _CVD_ANSWERS[k]]
     if wrong:

@@ -63,6 +63,7 @@ def label(english: str, /, **fields) -> str:
     """A figure's text: translated where the figure speaks Chinese, else the English (``str.format`` fields)."""
     if speaks_chinese():
         return tr(english, **fields)
+    english = {tr(name): name for name in DATA_NAMES}.get(english, english)  # a dataset's name, already translated
     return english.format(**fields) if fields else english
 
 

@@ -143,7 +143,11 @@ class SyncLog:
     def __str__(self) -> str:
         if not self.events:
             return tr("no host synchronisation")
-        return tr(", ").join(tr("{n} x {name}", n=n, name=tr(name)) for name, n in self.counts().most_common())
+        entries = [tr("{n} x {name}", n=n, name=tr(name)) for name, n in self.counts().most_common()]
+        bill = entries[0]
+        for entry in entries[1:]:  # entries hold commas of their own: Chinese parts them with ；
+            bill = tr("{bill}, {entry}", bill=bill, entry=entry)
+        return bill
 
 
 class _OpRecorder(TorchDispatchMode):

@@ -58,13 +58,18 @@ class CourseData:
     train: Dataset
     test: Dataset
     name: str
-    """``"CIFAR-10"`` or ``SYNTHETIC_NAME``: print it beside every result."""
+    """``"CIFAR-10"`` or ``SYNTHETIC_NAME`` in the course's language: print it beside every result."""
     description: str
     """One line: what the data is and why it was chosen."""
 
     @property
     def is_cifar10(self) -> bool:
         return self.name == CIFAR10_NAME
+
+    @property
+    def english_name(self) -> str:
+        """The name in English, whatever the course's language: what a checkpoint records."""
+        return CIFAR10_NAME if self.is_cifar10 else SYNTHETIC_NAME
 
     def __str__(self) -> str:
         return f"{self.name}: {len(self.train)} training and {len(self.test)} test images"
@@ -164,7 +169,7 @@ def synthetic(quick: bool | None = None, transform=None, reason: str = "") -> Co
     return CourseData(
         train=SyntheticCIFAR(n_train, seed=0, transform=transform),
         test=SyntheticCIFAR(n_test, seed=1, transform=transform),
-        name=SYNTHETIC_NAME,
+        name=tr(SYNTHETIC_NAME),
         description=tr(
             "{name}: 3x32x32 images, 10 classes, generated from a fixed seed{why}", name=tr(SYNTHETIC_NAME), why=why
         ),

@@ -228,7 +228,7 @@ def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
                 "pageable, {pinned} pinned",
                 label=label,
                 syncs=sum(syncs.values()),
-                sites=f" ({sites})" if sites else "",
+                sites=tr(" ({sites})", sites=sites) if sites else "",
                 copies=len(copies),
                 pageable=_bytes(pageable),
                 pinned=_bytes(pinned),
