@@ -35,6 +35,7 @@ AVOID = {
     "错误诊所": "报错诊所",
     "拷贝": "复制",
     "标注": "标签",
+    "图片": "图像",
 }
 # The pairs that drifted apart, as patterns on Chinese prose with its code (`...`, fenced blocks) left out:
 # each has one form (locale/zh_CN/STYLE.md, "One vocabulary"). An English term may follow its Chinese one in
@@ -68,6 +69,7 @@ ENGLISH_IN_PROSE = {
     r"(?<![（(.\w])kernels?(?![）)\w])": "核函数（kernel）",
     r"(?<![（(.\w])wheels?(?![）)\w])": "安装包（wheel）",
     r"(?<![（(.\w])issues?(?![）)\w])": "问题报告",
+    r"(?<![（(.\w])bugs?(?![）)\w])": "错误 / 缺陷",
 }
 GLOSSARY_CATALOG = "locale/zh_CN/site/glossary.po"
 # Full-width colons per 1,000 Chinese characters of a lesson's prose: fewer than this (STYLE.md, "Colons").
@@ -267,6 +269,8 @@ def test_drifted_pairs_are_caught():
         "卷积 kernel 更喜欢",
         "每个 CUDA wheel 只带了",
         "尚未关闭的 issue 报告",
+        "torch 2.7 有个 bug",
+        "一张图片",
     ]
     allowed = [
         "缓冲区（buffer）",
