@@ -234,7 +234,7 @@ def test_05_weighted_loss_in_chinese(capsys):
         ex05_training.weighted_loss(bank05.loss_not_moved),
         capsys,
         "类别权重却在 cpu 上",
-        "'Expected all tensors to be on the same device'",  # PyTorch's words, quoted as they are
+        "“Expected all tensors to be on the same device”",  # PyTorch's words, quoted as they are
     )
     tries_again(
         ex05_training.weighted_loss(bank05.loss_float64),
@@ -337,7 +337,7 @@ def test_06_device_loader_in_chinese(capsys):
     message = tries_again(
         ex06_speed.device_loader(bank06.LoaderIndexSelectCpu),
         capsys,
-        "'Expected all tensors to be on the same device'",  # PyTorch's words, quoted as they are
+        "“Expected all tensors to be on the same device”",  # PyTorch's words, quoted as they are
     )
     if device.type == "cpu":  # seen on meta; a GPU raises PyTorch's error itself
         assert "你的加载器用 CPU 上的索引对设备数据调用 index_select()" in message, message

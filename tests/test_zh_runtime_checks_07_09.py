@@ -128,7 +128,7 @@ def test_07_batch_finder_quotes_pytorchs_shape_error_as_it_is(capsys):
     message = tries_again(
         ex07_memory.batch_finder(bank07.find_catch_runtime), capsys, "RuntimeError: mat1 and mat2 shapes"
     )
-    assert "这个 bug 被当成了内存不足" in message
+    assert "这个错误被当成了内存不足" in message
 
 
 def test_07_accumulation_peak_goes_deeper_in_chinese(capsys):
@@ -193,7 +193,7 @@ def test_09_fixed_training_keeps_pytorchs_words(capsys):
     message = tries_again(
         ex09_clinic.fixed_training(bank09.starter_train, bank09.FixedNet),
         capsys,
-        "'Expected all tensors to be on the same device'",
+        "“Expected all tensors to be on the same device”",
     )
     assert "标签和损失函数的类别权重留在了 cpu 上" in message
     message = tries_again(
@@ -224,8 +224,8 @@ def test_09_notebook_safe_loader_in_chinese(capsys, monkeypatch):
     message = tries_again(
         ex09_clinic.notebook_safe_loader(bank09.loader_notebook_spawn),
         capsys,
-        "'DataLoader worker exited unexpectedly'",
-        "'Can't get attribute ... on <module '__main__'>'",
+        "“DataLoader worker exited unexpectedly”",
+        "“Can't get attribute ... on <module '__main__'>”",
     )
     assert "用 spawn 启动的工作进程" in message
 

@@ -312,7 +312,7 @@ def test_history_summary_in_chinese(zh):
     history = History(data_name="CIFAR-10")
     assert history.summary() == "还没有训练任何一轮（CIFAR-10）"
     history.add(3, 1.23456, 1.5, 0.4567)
-    assert history.summary() == "第 3 轮：训练损失 1.235，测试损失 1.500，在 CIFAR-10 上的测试准确率 45.7%"
+    assert history.summary() == "第 3 轮：训练损失 1.235，测试损失 1.500，测试准确率 45.7%（数据：CIFAR-10）"
 
 
 @pytest.fixture

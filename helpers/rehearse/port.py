@@ -28,7 +28,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from helpers.course.i18n import tr
+from helpers.course.i18n import tr, tr_lazy
 from helpers.rehearse.static_check import _dotted, _string, has_main_guard, read
 
 DEVICE = "device"
@@ -49,6 +49,13 @@ _IS_AVAILABLE = m.Call(
     func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("cuda")), attr=m.Name("is_available"))
 )
 
+
+# The machines the port is rehearsed on, as its report names them
+REHEARSED_AS = {
+    "gpu": tr_lazy("rehearsed as gpu"),
+    "mac": tr_lazy("rehearsed as mac"),
+    "laptop": tr_lazy("rehearsed as laptop"),
+}
 
 def _device_value(node: cst.BaseExpression) -> bool:
     """A device written in: 'cuda', 'cuda:1', torch.device('cuda'...)."""
@@ -369,8 +376,8 @@ def port_command(
             problems = [f for f in result.get("findings", []) if f.get("blocks")]
             print(
                 tr(
-                    "rehearsed as {machine}: {verdict}",
-                    machine=machine,
+                    "{rehearsed}: {verdict}",
+                    rehearsed=tr(REHEARSED_AS[machine]),
                     verdict=tr("runs")
                     if result.get("runs")
                     else tr(

@@ -217,7 +217,7 @@ def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
         copies = [e for e in events if e.what == "copy"]
         pinned = sum(e.nbytes for e in copies if e.pinned)
         pageable = sum(e.nbytes for e in copies if not e.pinned)
-        sites = "; ".join(
+        sites = tr("; ").join(
             f"{tr(what)} {Path(f).name}:{line}" + (f" x{n}" if n > 1 else "") for (what, (f, line)), n in syncs.items()
         )
         label = tr("before the first batch") if step == 0 else tr("step {n}", n=step)
