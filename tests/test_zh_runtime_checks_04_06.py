@@ -392,3 +392,30 @@ def test_the_recorder_shows_its_log_in_chinese_and_keeps_english_names_to_compar
     with record_syncs() as quiet:
         torch.ones(3).sum()
     assert str(quiet) == "没有主机同步"
+
+
+# ---------------------------------------------------------------- the speed ladder's table and the dataset's name
+
+
+def test_the_ladder_table_lines_up_in_chinese():
+    """Every row's numbers end in the same terminal column, whatever the width of a Chinese rung name."""
+    from helpers.course.i18n import columns
+    from helpers.lesson.speed import LadderResult, ladder
+
+    rungs = ladder()
+    names = [r.name for r in rungs if r.name != "compile"]
+    ratios = dict(zip(names, (1.0, 1.1, 1.2, 1.3, 1.4, 1.5), strict=True))
+    result = LadderResult(rungs, dict.fromkeys(names, 700.0), ratios, dict.fromkeys(names, 0.2), 4, 0.1,
+                          {"compile": "quick"}, torch.device("cpu"), 1, {n: [r] for n, r in ratios.items()})  # fmt: skip
+    lines = result.table().splitlines()
+    assert "通道在后（channels_last）" in result.table() and "相对文章循环的倍数" in lines[0]
+    ends = {columns(line[: line.index("%") + 1]) for line in lines[1:] if "%" in line}
+    assert len(ends) == 1, lines  # the accuracy column ends in one column on every timed row
+
+
+def test_the_synthetic_data_is_named_in_chinese_and_recorded_in_english():
+    from helpers.lesson.data import SYNTHETIC_NAME, synthetic
+
+    data = synthetic(quick=True)
+    assert data.name == tr(SYNTHETIC_NAME) != SYNTHETIC_NAME and CJK.search(data.name)
+    assert data.english_name == SYNTHETIC_NAME and not data.is_cifar10  # what a checkpoint keeps, in any language
