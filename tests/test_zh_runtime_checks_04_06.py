@@ -405,8 +405,9 @@ def test_the_ladder_table_lines_up_in_chinese():
     rungs = ladder()
     names = [r.name for r in rungs if r.name != "compile"]
     ratios = dict(zip(names, (1.0, 1.1, 1.2, 1.3, 1.4, 1.5), strict=True))
+    rounds = {n: [r] for n, r in ratios.items()}
     result = LadderResult(rungs, dict.fromkeys(names, 700.0), ratios, dict.fromkeys(names, 0.2), 4, 0.1,
-                          {"compile": "quick"}, torch.device("cpu"), 1, {n: [r] for n, r in ratios.items()})  # fmt: skip
+                          {"compile": "quick"}, torch.device("cpu"), 1, rounds)  # fmt: skip
     lines = result.table().splitlines()
     assert "通道在后（channels_last）" in result.table() and "相对文章循环的倍数" in lines[0]
     ends = {columns(line[: line.index("%") + 1]) for line in lines[1:] if "%" in line}

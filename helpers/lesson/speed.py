@@ -372,17 +372,16 @@ class LadderResult:
         names = [tr(RUNG_NAMES.get(row["rung"], row["rung"])) for row in rows]
         # columns wide enough for the longest name or heading, however many columns a Chinese character takes
         first = max(18, *(columns(text) + 2 for text in [head[0], *names]))
-        w1, w2, w3 = (max(width, columns(text) + 1) for width, text in zip((10, 11, 10), head[1:]))
+        w1, w2, w3 = (max(width, columns(text) + 1) for width, text in zip((10, 11, 10), head[1:], strict=True))
         lines = [f"{_pad(head[0], first)}{_pad(head[1], w1, True)}{_pad(head[2], w2, True)}{_pad(head[3], w3, True)}  "
                  + tr("notes")]  # fmt: skip
-        for row, name in zip(rows, names):
+        for row, name in zip(rows, names, strict=True):
             rung = _pad(name, first)
             if row["ratio"] is None:
                 lines.append(f"{rung}{'-':>{w1}}{'-':>{w2}}{'-':>{w3}}  {row['note']}")
             else:
-                lines.append(
-                    f"{rung}{row['images_per_s']:>{w1}.0f}{row['ratio']:>{w2 - 1}.2f}x{row['accuracy']:>{w3}.1%}  {row['note']}"
-                )
+                rate, ratio, accuracy = row["images_per_s"], row["ratio"], row["accuracy"]
+                lines.append(f"{rung}{rate:>{w1}.0f}{ratio:>{w2 - 1}.2f}x{accuracy:>{w3}.1%}  {row['note']}")
         return "\n".join(lines)
 
 

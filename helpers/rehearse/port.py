@@ -57,6 +57,7 @@ REHEARSED_AS = {
     "laptop": tr_lazy("rehearsed as laptop"),
 }
 
+
 def _device_value(node: cst.BaseExpression) -> bool:
     """A device written in: 'cuda', 'cuda:1', torch.device('cuda'...)."""
     text = _string(node)
