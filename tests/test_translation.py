@@ -36,6 +36,7 @@ AVOID = {
     "拷贝": "复制",
     "标注": "标签",
     "图片": "图像",
+    "等效批大小": "有效批大小",
 }
 # The pairs that drifted apart, as patterns on Chinese prose with its code (`...`, fenced blocks) left out:
 # each has one form (locale/zh_CN/STYLE.md, "One vocabulary"). An English term may follow its Chinese one in
