@@ -13,10 +13,11 @@ import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from tools import course
+from tools import course, stored_state, translate
 
 NOTEBOOKS = course.all_notebooks()
 IDS = [course.repo_path(p) for p in NOTEBOOKS]
+TWINS = [translate.zh_path(p) for p in NOTEBOOKS]
 LOCAL_PATH = re.compile(r"(/root/|/home/\w|/Users/\w|/work/|[A-Z]:\\\\Users|/tmp/(?!ipykernel_))")
 MAX_BYTES = 1_500_000
 
@@ -48,15 +49,34 @@ def test_links_agree_with_the_slug_in_pyproject():
     assert result.returncode == 0, result.stdout
 
 
+SETUP_CELL = f"""\
+# Setup (supporting code, not the lesson). In Colab this installs the course helpers;
+# locally they come with `pip install -e ".[lab]"` and this cell prints nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install -q "{course.install_spec()}"
+
+from helpers.colab import setup
+
+setup()"""  # CONTRIBUTING.md, "Anatomy of a lesson notebook"; the twins' is this one translated (test_translation.py)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_title_badge_and_setup_cell(path):
     nb = read(path)
     first, setup = nb.cells[0], nb.cells[1]
     assert first.cell_type == "markdown" and first.source.startswith("# "), "first cell: a markdown title"
     assert course.badge(path) in first.source, "the Colab badge must open this very notebook"
-    assert setup.cell_type == "code"
-    assert f'%pip install -q "{course.install_spec()}"' in setup.source
-    assert "from helpers.colab import setup" in setup.source
+    assert setup.cell_type == "code" and setup.source == SETUP_CELL, "the setup cell, word for word"
+    assert setup.outputs == [], "the setup cell prints nothing locally"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + TWINS, ids=IDS + [course.repo_path(p) for p in TWINS])
+def test_no_widget_state_or_editor_leftovers(path):
+    """A refresh rewrites only the outputs that changed: no progress-bar widgets (new ids on every run), no jupytext
+    leftovers (tools/stored_state.py strips them when outputs are stored)."""
+    assert stored_state.leftovers(read(path)) == []
 
 
 @pytest.mark.parametrize("path", course.lessons(), ids=[course.repo_path(p) for p in course.lessons()])

@@ -139,13 +139,13 @@ def last_line(source: str) -> str:
 
 
 def test_staged_notebook_keeps_every_cell_and_output_but_the_widgets():
-    from tools import build_site
+    from tools import build_site, stored_state
 
     for path in course.all_notebooks():
         nb, staged = nbformat.read(path, as_version=4), build_site.stage_notebook(path)
         assert len(staged.cells) == len(nb.cells)
         for before, after in zip(nb.cells, staged.cells, strict=True):
-            outputs = [o for o in before.get("outputs", []) if build_site.WIDGET not in o.get("data", {})]
+            outputs = [o for o in before.get("outputs", []) if not stored_state.is_widget(o)]
             assert len(after.get("outputs", [])) == len(outputs)
             for out, kept in zip(outputs, after.get("outputs", []), strict=True):
                 if out.get("output_type") == "stream":

@@ -42,7 +42,7 @@ import nbformat
 
 from helpers.clinic import known_errors
 from helpers.course import i18n
-from tools import cell_tags, course, translate
+from tools import cell_tags, course, stored_state, translate
 from tools.sync_links import BADGE, COLAB_LINK
 
 SITE = course.ROOT / "site"
@@ -73,7 +73,6 @@ def published(path: Path, lang: str) -> Path:
 
 SECTION = re.compile(r"^## (\d+)\. ", re.MULTILINE)
 NOTEBOOK_SECTION = re.compile(r"notebook (\d\d)\b[^,;]*(?:, section (\d+))?|第 (\d\d) 课[^，；]*(?:，第 (\d+) 节)?")
-WIDGET = "application/vnd.jupyter.widget-view+json"
 PRAGMA = re.compile(r"  # (?:fmt: (?:skip|off|on)|noqa\b[^\n]*)$", re.MULTILINE)  # ruff's, at a line's end
 FIXTURES = course.ROOT / "tests" / "fixtures"
 
@@ -141,12 +140,10 @@ def stage_notebook(path: Path, lang: str = ENGLISH) -> nbformat.NotebookNode:
                 text = SECTION.sub(lambda m: f"({section_label(path.name[:2], m.group(1))})=\n{m.group(0)}", text)
             cell.source = text
         elif cell.cell_type == "code":
-            cell.outputs = [o for o in cell.get("outputs", []) if WIDGET not in o.get("data", {})]
-            for out in cell.outputs:
+            for out in cell.get("outputs", []):
                 if out.get("output_type") == "stream":
                     out.text = PRAGMA.sub("", out.text)
-    nb.metadata.pop("widgets", None)
-    return nb
+    return stored_state.strip(nb)
 
 
 README = {ENGLISH: "README.md", CHINESE: "README.zh-CN.md"}

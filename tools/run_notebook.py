@@ -14,7 +14,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-from tools import course
+from tools import course, stored_state
 
 QUICK = {"COURSE_QUICK": "1"}
 HIDE_ACCELERATORS = {"COURSE_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
@@ -60,6 +60,7 @@ def refresh(path: Path) -> None:
     trim_traceback(nb, path.parent)
     # one output per stream, however the kernel's flushes split it (the checks' tests read the stored text)
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    stored_state.strip(nb)  # no progress-bar widgets or editor leftovers: a refresh rewrites only changed outputs
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
     print(f"refreshed {course.repo_path(path)} in {time.perf_counter() - start:.1f} s")

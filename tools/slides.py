@@ -48,7 +48,7 @@ if __package__ in (None, ""):
 
 import nbformat
 
-from tools import cell_tags
+from tools import cell_tags, stored_state
 
 NPM = "https://registry.npmjs.org"
 REVEAL = "4.0.2"
@@ -124,7 +124,7 @@ def export(notebooks: list[Path], out: Path, cache: Path | None = None) -> list[
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         cell_tags.apply(nb)  # the notebook as python tools/cell_tags.py leaves it: tagged, with its slide types
-        nb.metadata.pop("widgets", None)  # widget state would load the widget manager from a CDN
+        stored_state.strip(nb)  # widget state would load the widget manager from a CDN
         exporter = SlidesExporter(
             template_file="course_slides.html.j2",  # nbconvert's reveal template with the course's style and script
             extra_template_paths=[str(TEMPLATE)],

@@ -658,8 +658,6 @@ def keep_chinese_outputs(nb, target: Path) -> None:
     for cell, old in zip(nb.cells, stored.cells, strict=True):
         if cell.cell_type == "code" and cell.source == old.source:
             cell.outputs, cell.execution_count = old.outputs, old.execution_count
-    if "widgets" in stored.metadata:  # the state of the progress bars its outputs show
-        nb.metadata["widgets"] = stored.metadata["widgets"]
 
 
 def build(check: bool = False, only: list[Source] | None = None, outputs: bool = False) -> list[Path]:
