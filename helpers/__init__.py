@@ -3,8 +3,9 @@ visible in the notebooks. The package's map, one sub-package per role:
 
 - ``helpers.lesson``: what the lessons teach with (the device picker, the model, data, training,
   checkpoints, memory, timing, speed). ``from helpers.lesson.devices import pick_device``.
-- ``helpers.lab``: the lab's instruments and simulated machines (sync and operator recorders, peak memory,
-  child processes, machines a test cannot have, graphs and plots). ``from helpers.lab.sync_recorder import
+- ``helpers.lab``: the lab's instruments and simulated machines (sync and operator recorders, what a spawned
+  worker must import, peak memory, child processes, machines a test cannot have, graphs and plots); the checks'
+  instruments live here too. ``from helpers.lab.sync_recorder import
   record_syncs``.
 - ``helpers.distributed``: the programs ``torchrun`` starts and how a cell starts them.
 - ``helpers.clinic``: the device error clinic (``%load_ext helpers.clinic``), the table of known errors

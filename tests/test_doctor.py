@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from helpers.clinic import doctor
+from helpers.clinic import doctor, doctor_cuda, doctor_facts, doctor_wheels
 from helpers.clinic.doctor import Check, Facts, Gpu, diagnose, main, matching_torchvision, render
 from helpers.lab import simulate
 from helpers.lab.simulate import DRIVER_TOO_OLD, simulated_machine
@@ -138,7 +138,7 @@ def test_cuda_visible_devices_selecting_some_gpus_is_fine():
     [("2.6.0", "0.21.0"), ("2.14.1+cu130", "0.29.1+cu130"), ("1.13.1", "0.14.1")],
 )
 def test_matching_torchvision(torch_version, torchvision):
-    assert matching_torchvision(torch_version) == doctor._release(torchvision)
+    assert matching_torchvision(torch_version) == doctor_wheels._release(torchvision)
 
 
 def test_torch_torchvision_mismatch_fails_with_a_pinned_reinstall(monkeypatch):
@@ -146,9 +146,8 @@ def test_torch_torchvision_mismatch_fails_with_a_pinned_reinstall(monkeypatch):
     check = by_topic(diagnose(facts))["torchvision"]
     assert check.status == "FAIL"
     assert "torch 2.14 pairs with torchvision 0.29" in check.detail
-    assert check.fix == (
-        'reinstall both together: `pip install "torch==2.14.*" "torchvision==0.29.*" '
-        "--index-url https://download.pytorch.org/whl/cu130`"
+    assert check.fix.endswith(
+        '`pip install --force-reinstall --no-deps "torchvision==0.29.*" --index-url https://download.pytorch.org/whl/cu130`'
     )
     assert exit_code(monkeypatch, facts) == 1
 
@@ -157,6 +156,74 @@ def test_torchvision_for_another_cuda_variant_fails():
     check = by_topic(diagnose(replace(GPU_BOX, torchvision_version="0.29.1+cpu")))["torchvision"]
     assert check.status == "FAIL"
     assert "built for cpu but torch 2.14.1+cu130 for cu130" in check.detail
+
+
+def pip_install(command: str, installed: dict[str, str]) -> dict[str, str]:
+    """What `pip install` leaves installed, as pip decides it (a model: nothing is installed for real).
+
+    A requirement an installed version satisfies is left alone ("Requirement already satisfied"; a local label
+    such as +cpu does not count for a `==X.Y.*` pin) unless --force-reinstall; what is installed comes from the
+    --index-url's variant (download.pytorch.org/whl/cpu: +cpu) or PyPI (no label). Without --no-deps, pip also
+    brings torchvision's torch along, from the same index.
+    """
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    words = __import__("shlex").split(command.strip("`"))
+    assert words[:2] == ["pip", "install"], command
+    options = {w for w in words[2:] if w.startswith("--")}
+    index = words[words.index("--index-url") + 1] if "--index-url" in words else None
+    variant = index.rstrip("/").rsplit("/", 1)[1] if index else None
+    wanted = [Requirement(w) for w in words[2:] if not w.startswith("--") and w != index]
+    if "--no-deps" not in options and any(r.name == "torchvision" for r in wanted):
+        wanted.append(Requirement(f"torch=={installed['torch'].split('+')[0]}"))
+    after = dict(installed)
+    for req in wanted:
+        have = installed.get(req.name)
+        if have and Version(have).public in req.specifier and "--force-reinstall" not in options:
+            continue  # Requirement already satisfied
+        pinned = next(iter(req.specifier)).version  # "0.29.*": the index's newest such release, say 0.29.1
+        release = pinned.replace("*", "1") if req.name == "torchvision" else installed["torch"].split("+")[0]
+        assert req.specifier.contains(release), (req, release)
+        after[req.name] = f"{release}+{variant}" if variant else release
+    return after
+
+
+@pytest.mark.parametrize(
+    "torch_version, installed, torchvision_version, torchvision_error",
+    [
+        # a CPU torch beside a CUDA torchvision of the same version from PyPI, as in
+        # https://github.com/pytorch/vision/issues/9077 (torch 2.7.0+cpu, torchvision 0.22.0)
+        ("2.7.0+cpu", "0.22.0", None, "RuntimeError: operator torchvision::nms does not exist"),
+        ("2.14.1+cpu", "0.29.1", None, "RuntimeError: operator torchvision::nms does not exist"),
+        ("2.14.1+cpu", "0.29.1+cu130", "0.29.1+cu130", None),  # same version, another build
+        ("2.14.1+cu130", "0.29.1+cpu", "0.29.1+cpu", None),
+        ("2.14.1+cu130", "0.21.0+cu130", "0.21.0+cu130", None),  # another version
+        ("2.14.1+cpu", None, None, "ModuleNotFoundError: No module named 'torchvision'"),
+    ],
+)
+def test_the_torchvision_fix_installs_the_build_that_pairs_with_torch(
+    torch_version, installed, torchvision_version, torchvision_error
+):
+    facts = replace(LAPTOP, torch_version=torch_version, torchvision_version=torchvision_version)
+    facts = replace(facts, torchvision_error=torchvision_error)
+    check = by_topic(diagnose(facts))["torchvision"]
+    assert check.status == "FAIL"
+    command = re.search(r"`(pip install [^`]+)`", check.fix).group(1)
+    before = {"torch": torch_version, **({"torchvision": installed} if installed else {})}
+    after = pip_install(command, before)
+    assert after["torch"] == torch_version, "the fix leaves a working torch alone"
+    want = ".".join(map(str, matching_torchvision(torch_version)))
+    assert after["torchvision"] == f"{want}.1+{torch_version.split('+')[1]}", command
+    repaired = replace(facts, torchvision_version=after["torchvision"], torchvision_error=None)
+    assert by_topic(diagnose(repaired))["torchvision"].status == "OK"
+
+
+def test_the_pip_model_says_already_satisfied_to_a_plain_pin():
+    """The advice the doctor used to give changed nothing: the model must see that, or it proves nothing."""
+    before = {"torch": "2.14.1+cpu", "torchvision": "0.29.1"}
+    old_advice = 'pip install "torch==2.14.*" "torchvision==0.29.*" --index-url https://download.pytorch.org/whl/cpu'
+    assert pip_install(old_advice, before) == before
 
 
 def test_missing_torchvision_fails_with_the_matching_version():
@@ -216,18 +283,38 @@ def test_mps_only_mac(monkeypatch):
     assert exit_code(monkeypatch, facts) == 0
 
 
-def test_cuda_build_without_driver_runs_on_cpu_with_a_colab_tip():
+def test_cuda_build_without_driver_runs_on_cpu_and_says_what_the_cpu_build_saves():
     facts = replace(GPU_UNSEEN, nvidia_smi="missing", driver_version=None, driver_cuda=None, smi_gpus=[])
     facts = replace(facts, accelerator_available=False)
     checks = diagnose(facts)
-    assert statuses(checks) == {"OK"}
+    assert statuses(checks) == {"OK", "WARN"} and doctor.can_run(checks)
     cuda = by_topic(checks)["CUDA"]
+    assert cuda.status == "WARN"
     assert "no NVIDIA driver is visible to this process" in cuda.detail, "it cannot know that there is no GPU"
-    assert "no NVIDIA GPU" not in cuda.detail and cuda.detail.endswith("the course runs on the CPU")
+    assert "the course runs on the CPU. On a machine without an NVIDIA GPU" in cuda.detail
+    assert "about 4 GB installed for nothing" in cuda.detail
+    assert cuda.fix.startswith(
+        "switch to the CPU build: `pip uninstall -y torch torchvision triton $(pip freeze | grep -o '^nvidia-[^=]*')`"
+        ', then `pip install "torch==2.14.*" "torchvision==0.29.*" --index-url https://download.pytorch.org/whl/cpu`'
+    )
     assert "Runtime > Change runtime type > GPU" in cuda.fix
     assert "NVIDIA Container Toolkit" in cuda.fix and "docker run --gpus all" in cuda.fix
-    assert "tip: to use a GPU in Colab" in render(checks)
     assert "even when no device is present" in by_topic(checks)["torch.accelerator"].detail
+
+
+def test_cuda_build_on_a_simulated_machine_without_nvidia_gpu_says_the_cpu_build_is_smaller(monkeypatch):
+    def no_smi(*args):
+        return "missing", "nvidia-smi not found"
+
+    facts = gathered(monkeypatch, no_smi, cuda=0, cuda_init_error=simulate.NO_DRIVER)
+    assert facts.cuda_build and not facts.cuda_available and facts.nvidia_smi == "missing"
+    cuda = by_topic(diagnose(facts))["CUDA"]
+    assert cuda.status == "WARN" and "CPU build runs the course the same" in cuda.detail
+    assert "--index-url https://download.pytorch.org/whl/cpu" in cuda.fix
+    cpu_only = gathered(monkeypatch, no_smi, cuda=0, cuda_build=False)
+    assert by_topic(diagnose(cpu_only))["CUDA"].status == "OK", "a CPU build has nothing to save"
+    with_gpu = gathered(monkeypatch, smi("GPU-aa11, 550.54.15, NVIDIA A100"), cuda=1)
+    assert by_topic(diagnose(with_gpu))["CUDA"].status == "OK"
 
 
 def test_driver_too_old_for_the_cuda_build_warns():
@@ -261,15 +348,15 @@ def test_render_indents_fixes_under_their_line():
 
 def test_nvidia_smi_parsing():
     query = "GPU-aa11, 580.65.06, NVIDIA H200\nGPU-bb22, 580.65.06, NVIDIA A100-SXM4-80GB\n"
-    assert doctor.parse_smi_query(query) == (
+    assert doctor_facts.parse_smi_query(query) == (
         "580.65.06",
         ["NVIDIA H200", "NVIDIA A100-SXM4-80GB"],
         ["GPU-aa11", "GPU-bb22"],
     )
-    assert doctor.parse_smi_query("GPU-cc33, 550.54.15, Quadro, with a comma\n")[1] == ["Quadro, with a comma"]
+    assert doctor_facts.parse_smi_query("GPU-cc33, 550.54.15, Quadro, with a comma\n")[1] == ["Quadro, with a comma"]
     header = "| NVIDIA-SMI 580.65.06    Driver Version: 580.65.06    CUDA Version: 13.0     |"
-    assert doctor.parse_smi_header(header) == "13.0"
-    assert doctor.parse_smi_header("") is None
+    assert doctor_facts.parse_smi_header(header) == "13.0"
+    assert doctor_facts.parse_smi_header("") is None
 
 
 def test_min_torch_matches_pyproject():
@@ -322,14 +409,14 @@ def test_cuda_that_cannot_start_with_a_recent_driver_is_not_blamed_on_its_age():
 
 
 def smi(*lines: str):
-    """A stand-in for doctor._run_nvidia_smi: the header, and one query line per GPU."""
+    """A stand-in for doctor_facts._run_nvidia_smi: the header, and one query line per GPU."""
     header = "| NVIDIA-SMI 550.54.15  Driver Version: 550.54.15  CUDA Version: 12.4 |"
-    return lambda *args: ("ok", "\n".join(lines) if args == doctor.SMI_QUERY else header)
+    return lambda *args: ("ok", "\n".join(lines) if args == doctor_facts.SMI_QUERY else header)
 
 
 def gathered(monkeypatch, smi_answer, **machine) -> Facts:
     """gather_facts() on a simulated machine (torchvision left out: importing it takes seconds)."""
-    monkeypatch.setattr(doctor, "_run_nvidia_smi", smi_answer)
+    monkeypatch.setattr(doctor_facts, "_run_nvidia_smi", smi_answer)
     monkeypatch.setitem(sys.modules, "torchvision", None)
     with simulated_machine(**machine):
         return doctor.gather_facts()
@@ -361,7 +448,7 @@ def test_driver_too_old_gathered_on_a_simulated_machine(monkeypatch):
     ],
 )
 def test_arch_support(capability, arch_list, cuda, verdict):
-    assert doctor.arch_support(capability, arch_list, cuda) == verdict
+    assert doctor_wheels.arch_support(capability, arch_list, cuda) == verdict
 
 
 def test_arch_rule_mirrors_torchs_own_table(monkeypatch):
@@ -376,7 +463,7 @@ def test_arch_rule_mirrors_torchs_own_table(monkeypatch):
         monkeypatch.setattr(torch.version, "cuda", cuda)
         for code in torch.cuda.DEVICE_REQUIREMENT:
             for device in devices:
-                assert doctor._kernels_run(code, device, cuda) == compatible(device, code), (cuda, code, device)
+                assert doctor_wheels._kernels_run(code, device, cuda) == compatible(device, code), (cuda, code, device)
 
 
 GTX_1080 = Gpu(0, "NVIDIA GeForce GTX 1080", 8.0, "6.1")
@@ -463,7 +550,7 @@ def test_cuda_working_without_nvidia_smi_is_fine():
     ],
 )
 def test_cvd_selects(value, count, uuids, expected):
-    assert doctor.cvd_selects(value, count, uuids) == expected
+    assert doctor_cuda.cvd_selects(value, count, uuids) == expected
 
 
 @pytest.mark.parametrize("value", ["5", "0,5", "1,0", "", "-1", "0,-1,1", "cuda:0", "1gpu", "0,0", "2,1,0", " 1"])
@@ -475,7 +562,7 @@ def test_cvd_selects_as_torch_reads_the_variable(monkeypatch, value):
     for count in (1, 2, 3):
         listed = torch.cuda._parse_visible_devices()
         cut = next((i for i, index in enumerate(listed) if index >= count), len(listed))
-        assert doctor.cvd_selects(value, count, [])[0] == listed[:cut], count
+        assert doctor_cuda.cvd_selects(value, count, [])[0] == listed[:cut], count
 
 
 def test_cvd_naming_a_gpu_that_does_not_exist_says_which_exist(monkeypatch):
@@ -577,13 +664,13 @@ def test_rocm_gathered_on_a_simulated_machine(monkeypatch):
      ("darwin", (3, 12), "spawn"), ("darwin", (3, 14), "spawn"), ("win32", (3, 11), "spawn")],
 )  # fmt: skip
 def test_default_start_method(platform, python, method):
-    assert doctor.default_start_method(platform, python) == method
+    assert doctor_facts.default_start_method(platform, python) == method
 
 
 def test_default_start_method_is_what_a_fresh_python_uses():
     code = "import multiprocessing as mp; print(mp.get_start_method())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == doctor.default_start_method(sys.platform, sys.version_info[:2])
+    assert out.stdout.strip() == doctor_facts.default_start_method(sys.platform, sys.version_info[:2])
 
 
 def test_gathering_the_start_method_does_not_set_it():
@@ -591,7 +678,7 @@ def test_gathering_the_start_method_does_not_set_it():
 
     before = multiprocessing.get_start_method(allow_none=True)
     facts = Facts()
-    doctor._gather_start_method(facts)
+    doctor_facts._gather_start_method(facts)
     assert multiprocessing.get_start_method(allow_none=True) == before
     assert facts.start_method in ("fork", "spawn", "forkserver")
 
@@ -634,8 +721,8 @@ def test_mps_fallback_line_only_where_it_matters(monkeypatch):
     check = by_topic(diagnose(replace(LAPTOP, mps_fallback_env="1")))["PYTORCH_ENABLE_MPS_FALLBACK"]
     assert "matters only on Apple MPS" in check.detail
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
-    monkeypatch.setattr(doctor, "_gather_nvidia", lambda facts: None)
-    monkeypatch.setattr(doctor, "_gather_torch", lambda facts: None)
+    monkeypatch.setattr(doctor_facts, "_gather_nvidia", lambda facts: None)
+    monkeypatch.setattr(doctor_facts, "_gather_torch", lambda facts: None)
     assert doctor.gather_facts().mps_fallback_env == "1"
 
 
@@ -703,7 +790,7 @@ def test_gather_facts_with_broken_torch(monkeypatch):
 
 
 SMI_WITH_GPU = {(): "| NVIDIA-SMI 580.82  Driver Version: 580.82  CUDA Version: 13.0 |",
-                doctor.SMI_QUERY: "GPU-aa11, 580.82, NVIDIA H100"}  # fmt: skip
+                doctor_facts.SMI_QUERY: "GPU-aa11, 580.82, NVIDIA H100"}  # fmt: skip
 
 
 @pytest.mark.parametrize("smi_sees_gpu", [False, True], ids=["no nvidia-smi", "nvidia-smi lists a GPU"])
@@ -716,7 +803,7 @@ def test_gather_facts_with_torch_failing_on_device_queries(monkeypatch, smi_sees
     def smi(*args):
         return ("ok", SMI_WITH_GPU[args]) if smi_sees_gpu else ("missing", "nvidia-smi not found")
 
-    monkeypatch.setattr(doctor, "_run_nvidia_smi", smi)  # whatever this machine has
+    monkeypatch.setattr(doctor_facts, "_run_nvidia_smi", smi)  # whatever this machine has
     monkeypatch.setattr(torch.cuda, "is_available", no_cuda)
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
     monkeypatch.setitem(sys.modules, "torchvision", None)  # not needed here; importing it takes seconds

@@ -17,11 +17,14 @@ from torch.utils.data import (
     DataLoader,
     Dataset,
     RandomSampler,
+    Sampler,
     StackDataset,
     Subset,
+    SubsetRandomSampler,
     TensorDataset,
     default_collate,
 )
+from torch.utils.data.distributed import DistributedSampler
 
 from helpers.exercises import ex09_clinic as check
 from helpers.lab.gpu_rules import like_a_gpu
@@ -734,10 +737,33 @@ def loader_stdlib_spawn_context(images, labels):
                       collate_fn=functools.partial(default_collate))  # fmt: skip
 
 
+class RedrawnSampler(Sampler):
+    """A new permutation at each iteration, as hand-written samplers in public code draw it (e.g.
+    https://github.com/5teffen/DL-Data-Vis, my_classes.py)."""
+
+    def __init__(self, indices):
+        self.indices = indices
+
+    def __iter__(self):
+        return (self.indices[i] for i in torch.randperm(len(self.indices)).tolist())
+
+    def __len__(self):
+        return len(self.indices)
+
+
+def loader_redrawn_sampler(images, labels):
+    return DataLoader(TensorDataset(images, labels), batch_size=16, sampler=RedrawnSampler(range(len(labels))))
+
+
+def loader_subset_random_sampler(images, labels):
+    return DataLoader(TensorDataset(images, labels), batch_size=16, sampler=SubsetRandomSampler(range(len(labels))))
+
+
 @pytest.mark.parametrize(
     "fn",
     [loader_tensor_dataset, loader_no_workers, loader_module_class_spawn, loader_stack_dataset, loader_list_pinned,
-     loader_random_sampler, loader_batch_sampler, loader_stdlib_spawn_context],
+     loader_random_sampler, loader_batch_sampler, loader_stdlib_spawn_context, loader_redrawn_sampler,
+     loader_subset_random_sampler],
 )  # fmt: skip
 def test_notebook_safe_loader_accepts(fn, capsys):
     assert check.notebook_safe_loader(fn), capsys.readouterr().out
@@ -763,6 +789,22 @@ def loader_notebook_init_fn(images, labels):
                       worker_init_fn=notebook_seed_worker)  # fmt: skip
 
 
+def loader_shuffled_once(images, labels):
+    """The order drawn once when the loader is built: a dataset shuffled once, then read in order (the idiom of
+    https://github.com/meta-pytorch/torchforge/pull/609, a dataset's .shuffle() before its loader)."""
+    return DataLoader(Subset(TensorDataset(images, labels), torch.randperm(len(labels)).tolist()), batch_size=16)
+
+
+def loader_permuted_indices(images, labels):
+    return DataLoader(TensorDataset(images, labels), batch_size=16, sampler=torch.randperm(len(labels)).tolist())
+
+
+def loader_distributed_sampler(images, labels):
+    """A DistributedSampler without set_epoch repeats its order (https://github.com/lucidrains/DALLE-pytorch/pull/230)."""
+    dataset = TensorDataset(images, labels)
+    return DataLoader(dataset, batch_size=16, sampler=DistributedSampler(dataset, num_replicas=1, rank=0))
+
+
 def loader_lambda_collate(images, labels):
     return DataLoader(TensorDataset(images, labels), batch_size=16, shuffle=True, num_workers=2,
                       collate_fn=lambda batch: tuple(torch.stack(t) for t in zip(*batch, strict=True)))  # fmt: skip
@@ -779,6 +821,9 @@ def loader_lambda_collate(images, labels):
         (loader_notebook_init_fn, "__main__.notebook_seed_worker, defined in this notebook"),
         (loader_lambda_collate, "pickles its dataset, collate_fn and worker_init_fn"),
         (lambda x, y: DataLoader(TensorDataset(x, y), batch_size=16), "does not shuffle"),
+        (loader_shuffled_once, "a Dataset permuted once, gives the order drawn at the start every time"),
+        (loader_permuted_indices, "a list of indices"),
+        (loader_distributed_sampler, "DistributedSampler draws a new order only when the training loop calls"),
         (lambda x, y: DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, drop_last=True), "missing"),
         (lambda x, y: DataLoader(TensorDataset(x, y), batch_size=10, shuffle=True), "Batch sizes [10, 10, 10, 10]"),
         (lambda x, y: list(DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)), "not list"),

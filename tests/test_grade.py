@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import grade
+from helpers.course import grade, grade_run
 from helpers.course.grade import NOT_PASSED, NOT_RUN, PASSED
 from helpers.exercises import NOT_WRITTEN, VERDICTS_ENV
 from helpers.exercises import ex01_cuda as check
@@ -121,8 +121,8 @@ def test_the_learners_files_are_left_as_they_were(graded):
 
 
 def test_a_runner_that_does_not_stop_in_time_is_killed(tmp_path, monkeypatch):
-    monkeypatch.setattr(grade, "KILL_GRACE_S", 0)  # killed at the limit, whatever it is doing
-    monkeypatch.setattr(grade, "CHECK_TIMEOUT_S", 0)  # and no time left for the checks
+    monkeypatch.setattr(grade_run, "KILL_GRACE_S", 0)  # killed at the limit, whatever it is doing
+    monkeypatch.setattr(grade_run, "CHECK_TIMEOUT_S", 0)  # and no time left for the checks
     shutil.copyfile(SOLVED, tmp_path / "x.ipynb")
     result = grade.grade_one(tmp_path / "x.ipynb", timeout=0.5, device="cpu")
     assert (result.status, result.verdicts, result.passed) == ("timeout after 0.5 s", {}, 0)
@@ -168,7 +168,7 @@ def test_files_that_are_no_lesson_get_a_status_and_are_not_run(tmp_path):
 def test_columns_of_several_lessons_with_points(tmp_path):
     one = grade.Result("a.ipynb", "a", "ex01_cuda", exercises=grade.lesson_exercises("ex01_cuda", {}))
     (tmp_path / "v.json").write_text(json.dumps({"move_to": {"state": "passed", "message": "Yes."}, "x": "cut"}))
-    one.verdicts = grade._verdicts(tmp_path / "v.json")
+    one.verdicts = grade_run._verdicts(tmp_path / "v.json")
     zero = grade.Result(
         "b.ipynb", "b", "ex00_prerequisites", exercises=grade.lesson_exercises("ex00_prerequisites", {})
     )

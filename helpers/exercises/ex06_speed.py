@@ -22,10 +22,11 @@ from unittest import mock
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
+from helpers.lab.gpu_rules import HostGenerator
+from helpers.lab.op_recorder import CountOps
 from helpers.lab.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, PAGEABLE_COPY, record_syncs
 from helpers.lesson.devices import pick_device
 from helpers.lesson.speed import grad_scaler_works
@@ -257,28 +258,6 @@ LOADER_WHERE = tr_lazy(
 DRAW_ON_DEVICE = tr_lazy("Draw the random order where the data is (the random functions take a device).")
 
 
-class _OpCounter(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
-class _HostGenerator(torch.Generator):
-    """``torch.Generator(device=...)`` during the run on ``meta``: meta holds no random state, so a generator for it
-    is made on the CPU (meta's random functions accept one and ignore it). A GPU holds its own generator."""
-
-    def __new__(cls, device="cpu"):
-        device = torch.device(device)
-        return super().__new__(cls, device="cpu" if device.type == OTHER_DEVICE.type else device)
-
-    def __init__(self, device="cpu"):
-        pass
-
-
 def _numbered(n: int, device):
     """Image i is filled with the value i, label i is i: a batch tells which samples it holds."""
     images = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 3, 4, 4).contiguous()
@@ -342,7 +321,7 @@ def _on_other_device(cls, n: int, bs: int):
     """The loader built and read for one epoch with its data on meta: (batches, sync log) or a verdict."""
     images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
     when = tr("With data on {device} (a device that is never the CPU, standing in for a GPU)", device=str(OTHER_DEVICE))
-    with mock.patch.object(torch, "Generator", _HostGenerator), record_syncs() as log:
+    with mock.patch.object(torch, "Generator", HostGenerator), record_syncs() as log:
         loader, error = _try(cls, images, labels, bs)
         if error is None:
             batches, error = _try(_epoch, loader)
@@ -375,7 +354,7 @@ def device_loader(cls):
     if error is not None:
         return _report(error, hint=tr(LOADER_WHERE))
     torch.manual_seed(0)
-    ops = _OpCounter()
+    ops = CountOps()
     with record_syncs() as log, ops:
         first, error = _try(_epoch, loader)
     if error is not None:
@@ -758,14 +737,6 @@ def _inf_step_skipped(fn, device):
     return None
 
 
-class _Elsewhere(torch.Tensor):
-    """A CPU tensor that says it is on a CUDA GPU: the step's code sees ``cuda`` wherever it asks for the device."""
-
-    @property
-    def device(self):
-        return torch.device("cuda", 0)
-
-
 class _ForwardSeen(Exception):
     pass
 
@@ -773,15 +744,15 @@ class _ForwardSeen(Exception):
 def _autocast_follows_data(fn):
     """The step run as if the model and tensors were on a CUDA GPU, on a machine that has none: which device types
     was autocast on for during the forward pass? None when the step could not be run that far (no verdict)."""
-    from helpers.lab.simulate import simulated_machine
+    from helpers.lab.simulate import CudaLabelledTensor, simulated_machine
 
     model, imgs, targets, loss_fn, optimizer = _amp_setup(torch.device("cpu"))
     for module in model.modules():
         for name, p in list(module._parameters.items()):
             if p is not None:
-                module._parameters[name] = nn.Parameter(p.detach().clone().as_subclass(_Elsewhere))
+                module._parameters[name] = nn.Parameter(p.detach().clone().as_subclass(CudaLabelledTensor))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)  # made before the simulation (it imports torch._dynamo)
-    imgs, targets = imgs.as_subclass(_Elsewhere), targets.as_subclass(_Elsewhere)
+    imgs, targets = imgs.as_subclass(CudaLabelledTensor), targets.as_subclass(CudaLabelledTensor)
     autocast_on = []
 
     def look(module, inputs, output):

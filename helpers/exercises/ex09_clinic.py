@@ -11,8 +11,9 @@ Each judges what a GPU (or a Mac, or Windows) would observe, on any machine:
 - ``load_anywhere`` writes the files a GPU machine writes (DDP and ``torch.compile`` prefixes, a training
   checkpoint dict, tensors tagged ``cuda:0``) and loads them on a simulated laptop, towards ``meta`` and
   on the course device; one more file carries code that runs if it is unpickled unsafely.
-- ``notebook_safe_loader`` reads one epoch of the learner's DataLoader and proves, without starting a
-  worker, whether a worker started by ``spawn`` or ``forkserver`` could unpickle what it is sent.
+- ``notebook_safe_loader`` reads two epochs of the learner's DataLoader (a shuffle draws a new order at each)
+  and proves, without starting a worker, whether a worker started by ``spawn`` or ``forkserver`` could unpickle
+  what it is sent (:mod:`helpers.lab.pickle_recorder`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,8 @@ import copy
 import io
 import math
 import numbers
-import pickle
 import re
-import sys
 import tempfile
-import types
 import warnings
 from pathlib import Path
 
@@ -50,6 +48,7 @@ from helpers.exercises import (
 from helpers.exercises.ex05_training import CLASS_COUNTS  # the rare class 9 (truck), as in notebook 05
 from helpers.lab.gpu_checkpoints import CHECKPOINTS, CODE_RAN, write_checkpoints
 from helpers.lab.gpu_rules import GpuRules, like_a_gpu
+from helpers.lab.pickle_recorder import RecordingPickler, not_importable
 from helpers.lab.simulate import simulated_machine
 from helpers.lesson.checkpoints import optimizer_state_devices
 from helpers.lesson.devices import pick_device
@@ -702,22 +701,24 @@ def _in_process(loader: DataLoader) -> DataLoader:
     return view
 
 
-class _RecordingPickler(pickle.Pickler):
-    """Pickles as a worker's arguments are pickled, noting each class and function saved by reference."""
-
-    def __init__(self, file) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.by_reference: list[tuple[str, str]] = []
-
-    def reducer_override(self, obj):
-        if isinstance(obj, type | types.FunctionType | types.BuiltinFunctionType):
-            self.by_reference.append((getattr(obj, "__module__", None) or "", getattr(obj, "__qualname__", "")))
-        return NotImplemented
+def _order(batches) -> torch.Tensor:
+    """Which samples an epoch gave, in its order (image i holds the value i)."""
+    return torch.cat([b[0] for b in batches])[:, 0, 0, 0].long() if batches else torch.empty(0)
 
 
-def _not_importable(module: str) -> bool:
-    found = sys.modules.get(module)
-    return module in ("__main__", "__mp_main__") or found is None or getattr(found, "__spec__", None) is None
+def _same_order_hint(loader: DataLoader) -> str:
+    """Why a loader repeats its order: a sampler that waits for set_epoch, or an order fixed when it was built."""
+    sampler = loader.batch_sampler.sampler if hasattr(loader.batch_sampler, "sampler") else loader.sampler
+    if hasattr(sampler, "set_epoch"):
+        return tr(
+            "{sampler} draws a new order only when the training loop calls set_epoch(epoch) before each epoch; "
+            "in one process, shuffle=True draws a new order by itself.",
+            sampler=type(sampler).__name__,
+        )
+    return tr(
+        "A shuffle draws a new order at every epoch: shuffle=True (a RandomSampler) does; a list of indices, or a "
+        "Dataset permuted once, gives the order drawn at the start every time."
+    )
 
 
 def _start_method(loader: DataLoader) -> str:
@@ -779,6 +780,15 @@ def notebook_safe_loader(fn) -> object:
         )
     if torch.equal(order, torch.arange(n)):
         return failed(tr("The samples come in their stored order: the loader does not shuffle."), "shuffle=True")
+    again, error = _quietly(list, _in_process(loader))
+    if error is None and torch.equal(_order(again), order):
+        return failed(
+            tr(
+                "Two epochs came in the same order: the loader repeats one order at every epoch, so the model meets "
+                "the same batches, in the same order, every time."
+            ),
+            _same_order_hint(loader),
+        )
     if loader.num_workers == 0:
         return passed(
             tr(
@@ -810,7 +820,7 @@ def notebook_safe_loader(fn) -> object:
             ),
         )
     sent = (loader.dataset, loader.collate_fn, loader.worker_init_fn)
-    recorder = _RecordingPickler(io.BytesIO())
+    recorder = RecordingPickler(io.BytesIO())
     try:
         recorder.dump(sent)
     except Exception as err:  # e.g. a lambda: pickling fails in the notebook itself
@@ -824,7 +834,7 @@ def notebook_safe_loader(fn) -> object:
             ),
             tr("Give the workers only classes and functions defined in modules (def in a .py file, not a lambda)."),
         )
-    missing = sorted({f"{m}.{q}" for m, q in recorder.by_reference if _not_importable(m)})
+    missing = sorted({f"{m}.{q}" for m, q in recorder.by_reference if not_importable(m)})
     if missing:
         fields = dict(workers=loader.num_workers, missing=", ".join(missing))
         if method:

@@ -2,7 +2,8 @@
 
 Notebook 09's first exercise runs the learner's script under :func:`like_a_gpu`: an operator that mixes
 tensors of two devices raises, as it does on a GPU (:class:`GpuRules`), and ``module.to()`` keeps each
-Parameter object, as it does for a GPU.
+Parameter object, as it does for a GPU. :class:`HostGenerator` stands in for ``torch.Generator`` while code that
+makes a generator for its device runs towards ``meta`` (notebook 06's loader check).
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ _CROSSES_DEVICES = {"copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", 
 """Operators a GPU runs with tensors on another device: copies."""
 _INDEXING = {"index", "index_put", "index_put_", "_index_put_impl_"}
 """Indexing: a GPU tensor takes CPU indices (with a blocking copy); a CPU tensor refuses GPU indices."""
+
+
+class HostGenerator(torch.Generator):
+    """``torch.Generator(device=...)`` while code runs towards ``meta``: meta holds no random state, so a generator
+    for it is made on the CPU (meta's random functions accept one and ignore it). A GPU holds its own generator.
+    Use it with ``mock.patch.object(torch, "Generator", HostGenerator)``."""
+
+    def __new__(cls, device="cpu"):
+        device = torch.device(device)
+        return super().__new__(cls, device="cpu" if device.type == "meta" else device)
+
+    def __init__(self, device="cpu"):
+        pass
 
 
 class GpuRules(TorchDispatchMode):

@@ -1,4 +1,5 @@
-"""Record the operations PyTorch runs, with the device each one names (notebook 03, going deeper).
+"""Record the operations PyTorch runs, with the device each one names (notebook 03, going deeper), or only count
+them (notebook 06's loader check: how many operators one epoch costs).
 
 ``RecordOps`` is a ``TorchDispatchMode``: while it is active, every operator that reaches the
 dispatcher is noted as ``name(device)``, e.g. ``zeros(cpu)`` then ``_to_copy(meta)`` for
@@ -27,3 +28,15 @@ class RecordOps(TorchDispatchMode):
         kwargs = kwargs or {}
         self.ops.append(f"{func.overloadpacket.__name__}({kwargs.get('device', '')})")
         return func(*args, **kwargs)
+
+
+class CountOps(TorchDispatchMode):
+    """``with CountOps() as ops: ...`` then ``ops.count``: how many operators reached the dispatcher."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))

@@ -73,6 +73,16 @@ class _CudaUnusable(TorchFunctionMode):
         return result
 
 
+class CudaLabelledTensor(torch.Tensor):
+    """A CPU tensor that says it is on a CUDA GPU: code that asks a tensor (or a model's parameters, made of these
+    with ``as_subclass``) for its device sees ``cuda:0``, inside :func:`simulated_machine` too (notebook 06's
+    mixed-precision check: does autocast follow the data?). Its operators still run on the CPU."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
 @contextlib.contextmanager
 def simulated_machine(
     cuda: int = 0,
