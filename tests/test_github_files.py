@@ -47,6 +47,7 @@ def test_tests_workflow_runs_the_readme_commands_everywhere():
         assert system in text
     assert "torch: [newest, floor]" in text and "python tools/floor.py --check" in text
     assert 'pip install -e ".[dev]"' in text and "\n        run: pytest\n" in text
+    assert '\n        run: pytest -m "not newest_only"\n' in text  # the floor, as .ci/run runs it
     assert "timeout-minutes:" in text and "cache: pip" in text
 
 

@@ -90,7 +90,7 @@ def test_readme_and_ci_install_the_same_way():
         "python -m pip install $(python tools/floor.py)",  # floor: the oldest pair first, from the registry
         f"python -m {INSTALL}",  # keeps that torch
         "python tools/floor.py --check",  # ... which this proves
-        "pytest",
+        'pytest -m "not newest_only"',  # what can differ between torch versions (conftest.py)
     ]
     it = iter(commands)
     assert all(step in it for step in wanted), f".ci/run must run, in this order: {wanted}; it runs {commands}"

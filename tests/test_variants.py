@@ -53,7 +53,7 @@ def run_under_startup(notebooks: list[str], startup: str, tmp_path) -> tuple[sub
     marker = tmp_path / "marker.txt"
     env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython"), MARKER_ENV: str(marker)}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", *notebooks],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", *notebooks],  # in one process: the suite's workers are busy
         cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     return result, marker.read_text().splitlines() if marker.exists() else []
