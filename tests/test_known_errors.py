@@ -21,12 +21,14 @@ import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.clinic import known_errors
 from helpers.clinic.known_errors import (
@@ -166,7 +168,34 @@ def _adam_state_in_half():
     optimizer.step()
 
 
+def _local_collate_under_spawn():
+    """A collate_fn defined inside a function, for workers started by spawn: pickling it fails before any starts."""
+
+    def collate(batch):  # a local function: no name another process can import
+        return batch
+
+    loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2, num_workers=1, collate_fn=collate,
+                        multiprocessing_context="spawn")  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch 2.9+ warns first ("Got pickle error when attempting to start ...")
+        return next(iter(loader))
+
+
+def _collective_before_init_process_group():
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("no torch.distributed here, or a process group is already running")
+    return dist.all_reduce(torch.ones(1))
+
+
 RAISED_HERE = {
+    "numpy() of a tensor that requires grad": (
+        lambda: torch.ones(2, requires_grad=True).numpy(),
+        "numpy-requires-grad",
+    ),
+    "a local collate_fn under spawn": (_local_collate_under_spawn, "worker-pickle-local"),
+    "a collective before init_process_group": (_collective_before_init_process_group, "process-group-not-initialized"),
     "optimizer state on another device (foreach)": (_adam_state_elsewhere(foreach=True), "optimizer-foreach-device"),
     "optimizer state on another device (one tensor at a time)": (_adam_state_elsewhere(foreach=False), "same-device"),
     "optimizer state in another dtype (foreach)": (_adam_state_in_half, "optimizer-foreach-device"),
@@ -575,6 +604,26 @@ RELIED_ON = [
         "cuda",
     ),
     (
+        "cudnn-not-initialized",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+        ["CUDNN_STATUS_NOT_INITIALIZED"],
+        "cuda",
+    ),
+    (
+        "cublas-execution-failed",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, "
+        "k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+        ["CUBLAS_STATUS_EXECUTION_FAILED"],
+        "cuda",
+    ),
+    (
+        "nccl-system-error",
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+        ":1275, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
+        ["unhandled system error"],
+        "cuda",
+    ),
+    (
         "mps-float64",
         MPS_FLOAT64,
         ["Cannot convert a MPS Tensor to float64", "MPS framework doesn't support float64"],
@@ -591,6 +640,8 @@ class InstalledTorch:
         self.python = b"\0".join(p.read_bytes() for p in root.rglob("*.py"))
         libs = [*root.glob("lib/*.so*"), *root.glob("lib/*.dylib"), *root.glob("lib/*.dll")]
         libs += list(root.parent.glob("nvidia/**/libcudart.so*"))  # CUDA's own error strings
+        libs += list(root.parent.glob("nvidia/**/libcudnn_graph.so*"))  # cuDNN's status names
+        libs += list(root.parent.glob("nvidia/**/libnccl.so*"))  # NCCL's error strings
         self.libs = sorted(libs, key=lambda p: p.stat().st_size)  # small first: most hits are there
         self.found: dict[str, str | None] = {}
 
@@ -839,6 +890,10 @@ COVERAGE = {  # entry -> (notebook, text the notebook holds); the section is the
     "optimizer-foreach-device": ("09", "Tensors of the same index must be on the same device"),
     "mps-placeholder": ("09", "Placeholder storage has not been allocated on MPS device"),
     "cublas-context-warning": ("04", "Attempting to run cuBLAS"),
+    "numpy-requires-grad": ("02", "Can't call numpy() on Tensor that requires grad"),
+    "process-group-not-initialized": ("08", "Default process group has not been initialized"),
+    "nccl-system-error": ("08", "unhandled system error"),
+    "worker-pickle-local": ("09", "Can't pickle local object"),
 }
 
 
@@ -1163,3 +1218,121 @@ def test_a_worker_error_from_a_script_gets_a_note_for_scripts(tmp_path):
     text, key, note = done.stdout.strip().splitlines()[-3:]
     assert "Can't get attribute 'Squares'" in text and key == "dataloader-worker-notebook", text
     assert "From a script" in note and "__main__" in note, note
+
+
+# --- (g) the universe: PyTorch's own device messages, family by family ----------------------------------------------
+
+TORCH_MESSAGES = tomllib.loads((Path(__file__).parent / "fixtures" / "torch_device_messages.toml").read_text("utf-8"))
+
+
+def _as_raised(message: dict) -> str:
+    """The message as a learner sees it: "TypeName: text" (a warning or a line of stderr as it is printed)."""
+    if message["raised"] == "stderr":
+        return message["text"]
+    return f"{message['raised'].rsplit('.', 1)[-1]}: {message['text']}"
+
+
+def catalogue_coverage() -> dict[str, tuple[int, int, list[str]]]:
+    """family -> (messages, recognised as that family, what the others got); out-of-scope: recognised = claimed."""
+    coverage: dict[str, tuple[int, int, list[str]]] = {}
+    for message in TORCH_MESSAGES["message"]:
+        family = message["family"]
+        entry = match(_as_raised(message))
+        got = entry.key if entry else None
+        right = got == family if family in ENTRIES else got is not None
+        total, hits, others = coverage.get(family, (0, 0, []))
+        wrong = [] if (right if family in ENTRIES else not right) else [f"{got}: {message['text'][:90]!r}"]
+        coverage[family] = (total + 1, hits + right, others + wrong)
+    return coverage
+
+
+def test_the_catalogue_of_torchs_device_messages():
+    """Every message of an explained family recognised as that family; none of the others claimed. With -s it prints
+    the coverage, family by family (BENCHMARKS.md quotes it)."""
+    out_of_scope = TORCH_MESSAGES["out_of_scope"]
+    messages = TORCH_MESSAGES["message"]
+    for message in messages:
+        assert message["family"] in ENTRIES or message["family"] in out_of_scope, message
+        assert message["source"] and re.fullmatch(r"v\d+\.\d+\.\d+", message["release"]), message
+    assert set(ENTRIES) <= {m["family"] for m in messages}, set(ENTRIES) - {m["family"] for m in messages}
+    assert set(out_of_scope) <= {m["family"] for m in messages}, "an out-of-scope family without a message"
+    coverage = catalogue_coverage()
+    lines = [f"{'family':32} {'scope':12} {'messages':>8} {'recognised':>10}"]
+    for family, (total, hits, _) in sorted(coverage.items(), key=lambda kv: (kv[0] not in ENTRIES, kv[0])):
+        scope = "explained" if family in ENTRIES else "out of scope"
+        lines.append(f"{family:32} {scope:12} {total:8} {hits if family in ENTRIES else f'{hits} claimed':>10}")
+    explained = [c for f, c in coverage.items() if f in ENTRIES]
+    others = [c for f, c in coverage.items() if f not in ENTRIES]
+    lines.append(
+        f"explained families: {sum(c[1] for c in explained)}/{sum(c[0] for c in explained)} messages recognised, "
+        f"{len(explained)} families; out of scope: {sum(c[1] for c in others)}/{sum(c[0] for c in others)} claimed, "
+        f"{len(others)} families"
+    )
+    print("\n".join(lines))
+    wrong = {family: c[2] for family, c in coverage.items() if c[2]}
+    assert not wrong, wrong
+
+
+# --- (h) pasted in pieces: a name glued on, a message cut in two, several errors, a script's own processes ------
+
+GLUED = [  # (entry, a real message as it was glued to a name or to Chinese text)
+    ("cuda-oom", "RuntimeErrorCUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity)"),
+    (
+        "same-device",
+        "RuntimeErrorExpected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+    ),
+    (
+        "cuda-deserialize",
+        "尝试只用CPU时报错Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False.",
+    ),
+    ("dataloader-worker-died", "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly请问怎么解决"),
+    ("numpy-requires-grad", "5_Deep_Q_Network中RuntimeError: Can't call numpy() on Tensor that requires grad."),
+    ("cudnn-not-initialized", "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED[Usage]"),
+]
+
+
+@pytest.mark.parametrize("case", GLUED, ids=[key for key, _ in GLUED])
+def test_a_message_glued_to_a_name_or_to_chinese_text(case):
+    key, message = case
+    assert match(message) is ENTRIES[key], message
+
+
+def test_a_message_cut_to_its_second_half():
+    spawn_text = re.search(r"'{3}(.*?)'{3}", inspect.getsource(multiprocessing.spawn._check_not_importing_main), re.S)
+    halves = {
+        "fork-reinit": [
+            _from(recorded("fork_reinit"), "you must use"),
+            _from(recorded("fork_reinit"), "re-initialize"),
+        ],
+        "windows-spawn-main": [_from(spawn_text.group(1), "and you have forgotten")],
+    }
+    for key, tails in halves.items():
+        for tail in tails:
+            assert match(tail) is ENTRIES[key], tail
+
+
+def test_several_errors_in_one_paste_get_the_first_named():
+    cudnn_then_assert = (
+        "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\nterminate called after throwing an instance of "
+        "'c10::Error'\n  what():  CUDA error: device-side assert triggered"
+    )
+    assert match(cudnn_then_assert) is ENTRIES["cudnn-not-initialized"]
+    pickle_then_eof = (
+        "AttributeError: Can't pickle local object 'Worker.do.<locals>.job'\n"
+        'File "spawn.py", line 116, in _main\n    self = pickle.load(from_parent)\nEOFError: Ran out of input'
+    )
+    assert match(pickle_then_eof) is ENTRIES["worker-pickle-local"]
+    assert match(f"{recorded('oom')}\n{FOREACH_AS_PASTED}") is ENTRIES["cuda-oom"]
+
+
+def test_a_fork_in_a_script_of_its_own_gets_the_multiprocessing_fix():
+    """Not only the DataLoader's multiprocessing_context: a script's own Process or Pool needs set_start_method."""
+    own_process = (
+        "Process Process-1:\nTraceback (most recent call last):\n"
+        '  File "/usr/lib/python3.9/multiprocessing/process.py", line 315, in _bootstrap\n    self.run()\n'
+        '  File "infer.py", line 9, in get_model\n    model = model.cuda()\n' + recorded("fork_reinit")
+    )
+    note = " ".join(render(match(own_process)).split())
+    assert match(own_process) is ENTRIES["fork-reinit"]
+    assert "set_start_method('spawn')" in note and "multiprocessing.Process or Pool" in note
+    assert 'multiprocessing_context="spawn"' in note  # the DataLoader's own fix stays
