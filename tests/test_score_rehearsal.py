@@ -119,3 +119,26 @@ def test_the_committed_corpus_manifest_is_well_formed():
             assert isinstance(line, int) and line > 0, e["name"]
             assert kind in KINDS and kind != "script-bug", (e["name"], kind)
     assert sum(e["batch"] == "development" for e in entries) >= 30
+
+
+def test_an_adversarial_verdict_tells_a_gap_from_a_crash():
+    assert score_rehearsal.verdict({"exit_code": 0, "findings": []}) == "runs"
+    assert score_rehearsal.verdict({"exit_code": 1, "findings": [{"kind": "no-gpu"}]}) == "fails"
+    assert (
+        score_rehearsal.verdict({"exit_code": 3, "tool_error": "could not tell: ...", "gap": True}) == "could not tell"
+    )
+    assert score_rehearsal.verdict({"exit_code": 3, "tool_error": "KeyError: 'x'"}) == "crash"
+    assert score_rehearsal.verdict({"exit_code": None, "tool_error": "the rehearsal never stopped"}) == "crash"
+
+
+def test_the_adversarial_manifest_names_a_script_and_a_mark_per_machine():
+    import tomllib
+
+    with open(score_rehearsal.ADVERSARIAL / "manifest.toml", "rb") as f:
+        cases = tomllib.load(f)["case"]
+    assert len(cases) >= 20
+    for case in cases:
+        assert (score_rehearsal.ADVERSARIAL / case.get("file", f"{case['name']}.py")).is_file() and case["source"]
+        assert all(case[m] in ("runs", "fails", "?") for m in score_rehearsal.MACHINES)
+        for mark in case.get("static", []):
+            assert mark.split(":")[0] in KINDS and mark.split(":")[1].isdigit()

@@ -3,6 +3,7 @@
     python tools/score_rehearsal.py                               # the corpus, downloaded into a cache
     python tools/score_rehearsal.py --scripts DIR --batch blind   # scripts already here (DIR/<name>.py)
     python tools/score_rehearsal.py --json                        # the same figures as JSON
+    python tools/score_rehearsal.py --adversarial                 # the adversarial set, as a GPU, a Mac, a laptop
 
 The manifest (``tests/rehearse_corpus/manifest.toml``) names each script by repository, commit and path, with
 its sha256 and the device problems marked by hand before the tool ran on it. The scripts are not in this
@@ -28,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -46,6 +48,7 @@ from helpers.rehearse.script_run import rehearse  # noqa: E402
 from helpers.rehearse.static_check import read  # noqa: E402
 
 MANIFEST = ROOT / "tests" / "rehearse_corpus" / "manifest.toml"
+ADVERSARIAL = ROOT / "tests" / "fixtures" / "rehearse" / "adversarial"
 RAW = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 MACHINES = ("gpu", "mac", "laptop")
 LEFT_TO_LEARNER = {"workers-no-main-guard"}  # where a definition needs the moved names, the port lists it
@@ -248,8 +251,87 @@ def table(rows: list[dict], summary: dict) -> str:
     return "\n".join(lines)
 
 
+def verdict(result: dict) -> str:
+    """'runs', 'fails', 'could not tell' (a gap the rehearsal names) or 'crash' (the rehearsal itself failed)."""
+    if result.get("exit_code") == 3 or result.get("tool_error"):
+        return "could not tell" if result.get("gap") else "crash"
+    return {0: "runs", 1: "fails"}.get(result.get("exit_code"), "crash")
+
+
+def score_adversarial(folder: Path, steps: int, timeout: float, jobs: int, only=None) -> dict:
+    """Each script of ``folder/manifest.toml`` rehearsed as a GPU, a Mac and a laptop (one child per script),
+    against its hand marks; with its static reading where the manifest marks one."""
+    from helpers.rehearse.several import rehearse_on
+
+    with open(folder / "manifest.toml", "rb") as f:
+        cases = [c for c in tomllib.load(f)["case"] if not only or c["name"] in only]
+
+    def one(case: dict) -> dict:
+        top = Path(tempfile.mkdtemp(prefix="rehearse_adv_"))
+        script = top / f"{case['name']}.py"  # a case kept as .txt (a syntax error the linter refuses) runs as .py
+        shutil.copyfile(folder / case.get("file", script.name), script)
+        try:
+            reports = rehearse_on(script, steps=steps, loops=2, timeout=timeout, cwd=top)
+        except subprocess.TimeoutExpired:  # the child never stopped: the rehearsal's own failure
+            reports = {
+                m: {"exit_code": None, "tool_error": "the rehearsal never stopped", "findings": []} for m in MACHINES
+            }
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+        row = {"name": case["name"], "machines": {}}
+        for machine in MACHINES:
+            got = verdict(reports[machine])
+            row["machines"][machine] = {"expect": case[machine], "got": got, "why": _why(reports[machine])}
+        if "static" in case:
+            found = {f"{f.kind}:{f.line}" for f in read(folder / case.get("file", f"{case['name']}.py")).findings}
+            row["static_missed"] = sorted(set(case["static"]) - found)
+        return row
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        rows = list(pool.map(one, cases))
+    summary = {}
+    for machine in MACHINES:
+        cells = [r["machines"][machine] for r in rows if r["machines"][machine]["expect"] != "?"]
+        summary[machine] = {
+            "scored": len(cells),
+            "right": sum(c["got"] == c["expect"] for c in cells),
+            "wrong": sum(c["got"] in ("runs", "fails") and c["got"] != c["expect"] for c in cells),
+            "could_not_tell": sum(c["got"] == "could not tell" for c in cells),
+            "crash": sum(c["got"] == "crash" for c in cells),
+        }
+    summary["static_missed"] = sum(len(r.get("static_missed", [])) for r in rows)
+    return {"summary": summary, "cases": rows}
+
+
+def adversarial_table(scored: dict) -> str:
+    lines = [f"{'script':30} {'gpu':22} {'mac':22} {'laptop':22}"]
+    for r in scored["cases"]:
+        cells = []
+        for machine in MACHINES:
+            c = r["machines"][machine]
+            mark = "ok" if c["got"] == c["expect"] or c["expect"] == "?" else "NO"
+            cells.append(f"{mark} {c['got']} ({c['expect']})")
+        lines.append(f"{r['name']:30} " + " ".join(f"{c:22}" for c in cells))
+        for machine in MACHINES:
+            c = r["machines"][machine]
+            if c["got"] != c["expect"] and c["expect"] != "?" and c["why"]:
+                lines.append(f"{'':32}{machine}: {c['why']}")
+        if r.get("static_missed"):
+            lines.append(f"{'':32}static missed: {r['static_missed']}")
+    lines.append("")
+    for machine in MACHINES:
+        s = scored["summary"][machine]
+        lines.append(
+            f"as {machine:6}: {s['right']}/{s['scored']} right, {s['wrong']} wrong, "
+            f"{s['could_not_tell']} could not tell, {s['crash']} crash(es)"
+        )
+    lines.append(f"static marks missed: {scored['summary']['static_missed']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--adversarial", nargs="?", const=str(ADVERSARIAL), help="score the adversarial set (a folder)")
     p.add_argument("--manifest", default=str(MANIFEST))
     p.add_argument("--scripts", help="a folder holding <name>.py for each script (otherwise: download)")
     p.add_argument("--cache", default=str(Path.home() / ".cache" / "course-rehearse-corpus"))
@@ -264,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--rows", help="also append each script's row to this file (JSON lines) as soon as it is scored")
     opts = p.parse_args(argv)
+    if opts.adversarial:
+        env = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        with mock.patch.dict(os.environ, {**env, "MPLBACKEND": "Agg"}):
+            scored = score_adversarial(Path(opts.adversarial), opts.steps, opts.timeout, opts.jobs, opts.only)
+        print(json.dumps(scored, indent=1, ensure_ascii=False) if opts.json else adversarial_table(scored))
+        return 0
     entries = [
         e
         for e in load_manifest(opts.manifest)

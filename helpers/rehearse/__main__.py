@@ -58,6 +58,22 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 file=sys.stderr,
             )
+    for option, value, least in (("--steps", opts.steps, 1), ("--loops", opts.loops, 1)):
+        if value < least:
+            print(
+                tr(
+                    "python -m helpers.rehearse: {option} {value}: give at least {least} (a rehearsal that runs no "
+                    "batch cannot tell anything)",
+                    option=option,
+                    value=value,
+                    least=least,
+                ),
+                file=sys.stderr,
+            )
+            return 2
+    if opts.timeout <= 0:
+        print(tr("python -m helpers.rehearse: --timeout must be more than 0 seconds"), file=sys.stderr)
+        return 2
     from helpers.rehearse.pretend_gpu import Machine
 
     script = Path(opts.script)
@@ -92,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     from helpers.rehearse.script_run import run_script
 
-    report = run_script(str(script), opts.args, machine, opts.steps, opts.loops, opts.timeout)
-    print(("\n" if not opts.json else "") + (report.as_json() if opts.json else report.render()))
+    def show(report) -> None:
+        print(("\n" if not opts.json else "") + (report.as_json() if opts.json else report.render()))
+
+    report = run_script(str(script), opts.args, machine, opts.steps, opts.loops, opts.timeout, emit=show)
+    show(report)
     return report.exit_code()
 
 

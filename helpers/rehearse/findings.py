@@ -44,6 +44,12 @@ KINDS = _kinds(
         tr_lazy("notebook 01, section 5 (torch.Tensor or torch.tensor)"),
     ),
     Kind(
+        "cuda-api-unguarded",
+        tr_lazy("a torch.cuda call reached on every machine, in a script that picks its device at run time"),
+        tr_lazy("call it only where the device is CUDA: if device.type == 'cuda': torch.cuda.synchronize()"),
+        tr_lazy("notebook 03, section 6 (device-agnostic code)"),
+    ),
+    Kind(
         "default-tensor-type",
         tr_lazy("a CUDA default tensor type or default device: every new tensor needs a GPU"),
         tr_lazy("torch.set_default_device(device) with the chosen device, or create tensors with device="),
@@ -131,6 +137,20 @@ KINDS = _kinds(
         tr_lazy("notebook 06, section 3; notebook 09, section 10"),
     ),
     Kind(
+        "cuda-in-forked-worker",
+        tr_lazy("the GPU used in a DataLoader worker forked after the script used it: CUDA refuses"),
+        tr_lazy("return CPU tensors from the dataset and move each batch in the training loop (pin_memory=True)"),
+        tr_lazy("notebook 06, section 3 (workers); notebook 09, section 10"),
+    ),
+    Kind(
+        "generator-device",
+        tr_lazy("a random generator on another device than the tensor it fills"),
+        tr_lazy(
+            "torch.Generator(device=device), or draw on the CPU and move: torch.randn(..., generator=g).to(device)"
+        ),
+        tr_lazy("notebook 03, section 7 (a default device)"),
+    ),
+    Kind(
         "script-bug",
         tr_lazy("the script fails on any machine, the CPU included"),
         tr_lazy("fix the script's own error first (the traceback's last line says what)"),
@@ -170,7 +190,8 @@ class Report:
     seen: set = field(default_factory=set)
     stopped: str = ""  # why the run ended early, if it did
     steps: int = 0
-    tool_error: str = ""  # the rehearsal itself failed (not the script)
+    tool_error: str = ""  # the rehearsal itself failed (not the script), or could not tell (gap)
+    gap: bool = False  # tool_error names what the rehearsal does not model: "could not tell", not a failure
     cost: list[str] = field(default_factory=list)  # the per-step lines of what a GPU would pay for
 
     def add(self, finding: Finding) -> bool:
@@ -195,6 +216,8 @@ class Report:
 
     def verdict(self) -> str:
         machine = tr(MACHINE_NAMES.get(self.machine.split(":")[0], self.machine))
+        if self.tool_error and self.gap:
+            return tr("runs on {machine}: unknown ({why})", machine=machine, why=self.tool_error)
         if self.tool_error:
             return tr("runs on {machine}: unknown (the rehearsal failed: {why})", machine=machine, why=self.tool_error)
         notes = len(self.findings) - len(self.problems)
@@ -234,6 +257,7 @@ class Report:
                 "steps": self.steps,
                 "stopped": self.stopped,
                 "tool_error": self.tool_error,
+                "gap": self.gap,
                 "findings": [f.as_json() for f in self.findings],
             },
             ensure_ascii=False,

@@ -8,20 +8,29 @@ every number is the CPU's own: a rehearsed script prints what the same script pr
 
 What the device refuses is reported, once per kind and line, through ``report(kind, message)`` (the message is
 the real device's wording), and the run goes on with the CPU data: an op that mixes tagged and untagged tensors
-(0-dim CPU tensors are allowed, as on CUDA), ``.numpy()`` of a device tensor, an index past the machine's GPUs,
-a device the machine lacks, float64 on a Mac. What a GPU would wait for is counted in ``events``: each sync
-(``.item()``, a Python ``if`` on a device tensor, printing one, ``.cpu()``, ``.tolist()``) and each copy to the
-device with its bytes, from pinned or pageable memory.
+(0-dim CPU tensors are allowed, as on CUDA, except in ``cat``/``stack``), ``.numpy()`` of a device tensor, an index
+past the machine's GPUs, a device the machine lacks, float64 on a Mac (moved there, made there by a factory, or
+the result of an op there), a CPU generator for a device factory, a custom ``backward`` whose gradient is on
+another device than its input, a DataLoader worker forked after the GPU was used, ``torch.cuda.synchronize()``
+or ``pin_memory()`` where there is no GPU. What a GPU would wait for is counted in ``events``: each sync
+(``.item()``, a Python ``if`` on a device tensor, printing one, a blocking ``.cpu()``, ``.tolist()``, a boolean
+mask) and each copy to the device with its bytes, from pinned or pageable memory; the bytes held per device, with
+their peak, answer ``torch.cuda.memory_allocated(device)`` and ``max_memory_allocated``.
 
-Not seen: autograd's own ops (they run on CPU data, and ``.grad`` is tagged when read) and what C++ does
-inside an op. A wrapper subclass that reports ``cuda`` below the dispatcher was rejected: C++ then picks CUDA
-kernels (a convolution aborts the process).
+Modelled rather than passed to a driver: streams and events (the work is done when queued), ``torch.mps`` memory
+on a Mac, NCCL (rehearsed with gloo, and said so), ``torch.compile`` (run eagerly, and said so), a ``Parameter``
+made from a device tensor (it keeps the device). Not seen: autograd's own ops (they run on CPU data, and ``.grad``
+is tagged when read), what C++ does inside an op, and other threads' ops (the mode is per thread). A failure the
+rehearsal cannot explain is checked against a plain CPU run (``script_run``). A wrapper subclass that reports
+``cuda`` below the dispatcher was rejected: C++ then picks CUDA kernels (a convolution aborts the process).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,11 +39,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from helpers.course.i18n import tr_lazy
+from helpers.course.i18n import tr, tr_lazy
 from helpers.lab import simulate
-from helpers.lab.sync_recorder import CPU_INDICES
+from helpers.lab.sync_recorder import BOOLEAN_MASK, CPU_INDICES
 
 CPU = torch.device("cpu")
+MPS_FLOAT64 = (
+    "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+    "Please use float32 instead."
+)
 _GET = {
     torch.Tensor.device.__get__: "device",
     torch.Tensor.is_cuda.__get__: "is_cuda",
@@ -42,13 +55,13 @@ _GET = {
     torch.Tensor.grad.__get__: "grad",
 }
 _SET_DATA = torch.Tensor.data.__set__
-_PASS = {torch._has_compatible_shallow_copy_type, torch.Tensor.copy_, torch.Tensor.__setitem__}
+_PASS = {torch._has_compatible_shallow_copy_type, torch.Tensor.copy_, torch.Tensor.__setitem__, torch._C._nn._parse_to}
 _SYNCS = {
     "item": ".item()",
     "tolist": ".tolist()",
     "__bool__": tr_lazy("if / while / bool() on a tensor"),
     "__repr__": tr_lazy("print / repr of a tensor"),
-    "__format__": tr_lazy("f-string of a tensor"),
+    "__format__": tr_lazy("f-string or format() of a tensor"),
     "__str__": tr_lazy("print of a tensor"),
     "nonzero": "nonzero()",
     "__int__": tr_lazy("int() of a tensor"),
@@ -150,6 +163,13 @@ class Ledger:
     step: int = 0
     default_device: torch.device | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    notes: list[str] = field(default_factory=list)  # what the run did not model as the machine would
+    pid: int = field(default_factory=os.getpid)  # a DataLoader worker forked from this process has another
+    cuda_used: bool = False  # the pretend GPU was used: a forked worker cannot use it again
+    held: dict[torch.device, dict[int, int]] = field(default_factory=dict)  # device: {storage: bytes}
+    peaks: dict[torch.device, int] = field(default_factory=dict)
+    users: dict[tuple[torch.device, int], int] = field(default_factory=dict)  # tensors per storage
+    totals: dict[torch.device, int] = field(default_factory=dict)  # bytes held now, per device
 
     def device_of(self, t: torch.Tensor) -> torch.device:
         entry = self.tags.get(id(t))
@@ -160,13 +180,61 @@ class Ledger:
             self.untag(t)
             return t
         key = id(t)
-        self.tags[key] = (weakref.ref(t, lambda _, key=key: self.tags.pop(key, None)), device)
+        entry = self.tags.get(key)
+        if entry is not None and entry[0]() is t and entry[1] == device:
+            return t
+        if entry is not None and entry[0]() is t:
+            self.untag(t)
+        storage = _storage(t)
+        self.tags[key] = (weakref.ref(t, lambda _, key=key, storage=storage: self._gone(key, device, storage)), device)
+        self.cuda_used |= device.type == "cuda"
+        if storage is not None:
+            self._hold(device, storage, +1)
         return t
 
     def untag(self, t: torch.Tensor) -> None:
         entry = self.tags.get(id(t))
         if entry is not None and entry[0]() is t:
             del self.tags[id(t)]
+            if (storage := _storage(t)) is not None:
+                self._hold(entry[1], storage, -1)
+
+    def _gone(self, key: int, device: torch.device, storage) -> None:
+        self.tags.pop(key, None)
+        if storage is not None:
+            self._hold(device, storage, -1)
+
+    def _hold(self, device: torch.device, storage: tuple[int, int], count: int) -> None:
+        """Each storage on the device once (views share it), with the peak since the last reset, per device."""
+        held = self.held.setdefault(device, {})
+        key = (device, storage[0])
+        users = self.users.get(key, 0) + count
+        if users <= 0:
+            self.users.pop(key, None)
+            self.totals[device] = self.totals.get(device, 0) - held.pop(storage[0], 0)
+        else:
+            self.users[key] = users
+            if storage[0] not in held:
+                held[storage[0]] = storage[1]
+                self.totals[device] = total = self.totals.get(device, 0) + storage[1]
+                self.peaks[device] = max(self.peaks.get(device, 0), total)
+
+    def allocated(self, device=None, peak: bool = False) -> int:
+        """Bytes held on ``device`` (each storage once), as torch.cuda.memory_allocated counts; or its peak."""
+        device = self.stat_device(device)
+        return self.peaks.get(device, 0) if peak else self.totals.get(device, 0)
+
+    def reset_peak(self, device=None) -> None:
+        device = self.stat_device(device)
+        self.peaks[device] = self.allocated(device)
+
+    def stat_device(self, device) -> torch.device:
+        """The device a torch.cuda / torch.mps statistic asks about (None: the current one, index 0)."""
+        if device is None:
+            return torch.device("mps", 0) if self.machine.mps else torch.device("cuda", 0)
+        if isinstance(device, int):
+            return torch.device("cuda", device)
+        return _device(device)
 
     def mark_pinned(self, t: torch.Tensor) -> torch.Tensor:
         key = id(t)
@@ -184,14 +252,31 @@ class Ledger:
     def on_device(self) -> list[torch.Tensor]:
         return [t for ref, _ in list(self.tags.values()) if (t := ref()) is not None]
 
-    def allocated(self) -> int:
-        """Bytes held by tensors on the device (each storage once), as torch.cuda.memory_allocated counts."""
-        storages = {}
-        for t in self.on_device():
-            with contextlib.suppress(RuntimeError):
-                storage = t.untyped_storage()
-                storages[storage.data_ptr()] = storage.nbytes()
-        return sum(storages.values())
+
+def _storage(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _boolean_mask(args) -> bool:
+    index = args[1] if len(args) > 1 else None
+    parts = index if isinstance(index, tuple | list) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in parts)
+
+
+def _forked_worker(ledger: Ledger, device: torch.device) -> None:
+    """A DataLoader worker forked after the script used the GPU cannot use it, as CUDA refuses."""
+    if device.type == "cuda" and ledger.cuda_used and os.getpid() != ledger.pid and ledger.machine.cuda:
+        raise RuntimeError(FORKED_CUDA)
+
+
+FORKED_CUDA = (
+    "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+    "'spawn' start method"
+)
 
 
 def _device(value, default_index: int = 0) -> torch.device:
@@ -215,24 +300,20 @@ class PretendDevices(TorchFunctionMode):
         """``t`` moved to ``device`` (and ``dtype``): a tagged copy, or ``t`` itself when nothing changes."""
         led = self.ledger
         here = led.device_of(t)
+        _forked_worker(led, device)
         refused = led.machine.refuses(device) if device.type != "cpu" else None
         if refused is not None:
             kind = "device-index" if "ordinal" in refused else "no-gpu"
             led.report(kind, refused, str(device))
             device = CPU if kind == "no-gpu" else torch.device(device.type, 0)
         if device.type == "mps" and (dtype or t.dtype) == torch.float64:
-            led.report(
-                "mps-float64",
-                "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't "
-                "support float64. Please use float32 instead.",
-                "",
-            )
+            led.report("mps-float64", MPS_FLOAT64, "")
         if here == device and (dtype is None or dtype == t.dtype) and not copy:
             return t
         if here.type == "cpu" and device.type != "cpu":
             led.note("copy", t.numel() * t.element_size(), led.is_pinned(t) and non_blocking)
-        elif here.type != "cpu" and device.type == "cpu":
-            led.note(".cpu()")
+        elif here.type != "cpu" and device.type == "cpu" and not non_blocking:
+            led.note(".cpu()")  # a device-to-host copy with non_blocking=True does not wait
         moved = t.to(dtype=dtype or t.dtype, copy=True, **extra)
         return led.tag(moved, device)
 
@@ -243,10 +324,14 @@ class PretendDevices(TorchFunctionMode):
             return self._arrive(
                 t, self.ledger.device_of(other), other.dtype, kwargs["non_blocking"], kwargs.get("copy", False)
             )
+        kwargs = dict(kwargs)
+        copy = kwargs.pop("copy", False)  # .to(..., copy=True) (autocast, GradScaler): _parse_to does not take it
+        if len(args) >= 4 and isinstance(args[-1], bool) and not isinstance(args[0], torch.dtype | None):
+            copy, args = args[-1], args[:-1]  # .to(device, dtype, non_blocking, copy)
         device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
         extra = {"memory_format": memory_format} if memory_format is not None else {}
         target = _device(device) if device is not None else self.ledger.device_of(t)
-        return self._arrive(t, target, dtype, non_blocking, kwargs.get("copy", False), **extra)
+        return self._arrive(t, target, dtype, non_blocking, copy, **extra)
 
     # -- the mode ---------------------------------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -278,6 +363,9 @@ class PretendDevices(TorchFunctionMode):
         if name == "type" and len(args) > 1 and isinstance(args[1], LegacyType):
             return self._arrive(args[0], _device("cuda"), args[1].dtype)
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
+            if not (led.machine.cuda or led.machine.mps):  # nothing to pin for: the real call raises
+                led.report("no-gpu", simulate.NO_DRIVER, "pin_memory")
+                return args[0]
             return led.mark_pinned(args[0].clone())
         if name == "is_pinned" and args and isinstance(args[0], torch.Tensor):
             return led.is_pinned(args[0])
@@ -300,9 +388,19 @@ class PretendDevices(TorchFunctionMode):
             )
         if name in _SYNCS and args and isinstance(args[0], torch.Tensor) and led.device_of(args[0]).type != "cpu":
             led.note(_SYNCS[name])
+        elif name in ("__getitem__", "masked_select") and _boolean_mask(args) and led.device_of(args[0]).type != "cpu":
+            led.note(BOOLEAN_MASK if name == "__getitem__" else "masked_select()")  # the result's size: a sync
         target = kwargs.get("device")
         if target is not None or (led.default_device is not None and name in _FACTORIES):
             device = _device(target) if target is not None else led.default_device
+            _forked_worker(led, device)
+            generator = kwargs.get("generator")
+            if generator is not None and generator.device.type != device.type and device.type != "cpu":
+                led.report(
+                    "generator-device",
+                    f"Expected a '{device.type}' device type for generator but found '{generator.device.type}'",
+                    name,
+                )
             if device.type != "cpu":
                 refused = led.machine.refuses(device)
                 if refused is not None:
@@ -310,9 +408,13 @@ class PretendDevices(TorchFunctionMode):
                     led.report(kind, refused, str(device))
                     device = CPU if kind == "no-gpu" else torch.device(device.type, 0)
             kwargs = {**kwargs, "device": CPU} if target is not None else kwargs
-            if device.type != "cpu" and name in ("tensor", "as_tensor"):
-                led.note("copy", 0)
             result = func(*args, **kwargs)
+            if device.type != "cpu" and name in ("tensor", "as_tensor") and isinstance(result, torch.Tensor):
+                led.note("copy", result.numel() * result.element_size())  # built on the host, then copied
+            if device.type == "mps" and any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tree_leaves(result)
+            ):
+                led.report("mps-float64", MPS_FLOAT64, name)
             for t in tree_leaves(result):
                 if isinstance(t, torch.Tensor):
                     led.tag(t, device)
@@ -322,6 +424,8 @@ class PretendDevices(TorchFunctionMode):
         if device is not None:
             for t in tree_leaves(result):
                 if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                    if device.type == "mps" and t.dtype == torch.float64:
+                        led.report("mps-float64", MPS_FLOAT64, name)
                     led.tag(t, device)
         return result
 
@@ -332,7 +436,7 @@ class PretendDevices(TorchFunctionMode):
         for t in tree_leaves((args, kwargs)):
             if isinstance(t, torch.Tensor):
                 device = led.device_of(t)
-                if not (device.type == "cpu" and t.dim() == 0):  # a GPU kernel takes a 0-dim CPU tensor as a number
+                if not (device.type == "cpu" and t.dim() == 0) or name in _JOINS:  # 0-dim CPU: a number
                     found.setdefault(device, t)
         if len(found) <= 1:
             device = next(iter(found), CPU)
@@ -351,6 +455,7 @@ class PretendDevices(TorchFunctionMode):
         return first if first.type != "cpu" else second
 
 
+_JOINS = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack"}
 _FACTORIES = {
     "zeros",
     "ones",
@@ -373,18 +478,26 @@ _FACTORIES = {
 }
 
 
-class LegacyType:
-    """``torch.cuda.FloatTensor`` and its kind on the pretend GPU: a call makes a tagged tensor."""
+class LegacyType(type):
+    """``torch.cuda.FloatTensor`` and its kind on the pretend GPU, classes of this metaclass: a call makes a tagged
+    tensor, ``isinstance(x, torch.cuda.FloatTensor)`` asks the tag and the dtype."""
 
-    def __init__(self, name: str, dtype: torch.dtype) -> None:
-        self.__name__ = self.__qualname__ = name
-        self.dtype = dtype
+    def __new__(mcs, name: str, dtype: torch.dtype, ledger: Ledger):
+        cls = super().__new__(mcs, name, (), {"dtype": dtype, "ledger": ledger})
+        cls.__qualname__ = name
+        return cls
 
-    def __call__(self, *args):
-        return getattr(torch, self.__name__)(*args).to("cuda")  # through the mode: a tagged copy
+    def __init__(cls, name, dtype, ledger) -> None:
+        super().__init__(name, (), {})
 
-    def __repr__(self) -> str:
-        return f"<class 'torch.cuda.{self.__name__}'>"
+    def __call__(cls, *args):
+        return getattr(torch, cls.__name__)(*args).to("cuda")  # through the mode: a tagged copy
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Tensor) and obj.dtype == cls.dtype and cls.ledger.device_of(obj).type == "cuda"
+
+    def __repr__(cls) -> str:
+        return f"<class 'torch.cuda.{cls.__name__}'>"
 
 
 @contextlib.contextmanager
@@ -408,7 +521,72 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
             real_set_default_tensor_type(kind)
 
     def synchronize(device=None):
+        if not machine.cuda:  # torch.cuda.synchronize() on a Mac or a laptop: the real error
+            ledger.report("no-gpu", simulate.NOT_COMPILED if machine.mps else simulate.NO_DRIVER, "synchronize")
+            return
         ledger.note("torch.cuda.synchronize()")
+
+    def mps_synchronize():
+        ledger.note("torch.mps.synchronize()")
+
+    def compile_eagerly(model=None, **options):
+        """torch.compile: the rehearsal runs the model eagerly (a compiled graph is not rehearsed), and says so."""
+        note = tr("torch.compile: rehearsed eagerly (the compiled graph itself is not rehearsed)")
+        if note not in ledger.notes:
+            ledger.notes.append(note)
+        return model if model is not None else (lambda fn: fn)
+
+    def init_process_group(backend=None, *args, **kwargs):
+        """NCCL needs a CUDA GPU: a pretend GPU rehearses it with gloo (one process, the same collectives)."""
+        if backend is not None and "nccl" in str(backend):
+            if not machine.cuda:
+                ledger.report(
+                    "no-gpu",
+                    "Distributed package doesn't have NCCL built in"
+                    if machine.mps
+                    else "ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+                    "init_process_group",
+                )
+            note = tr("NCCL: rehearsed with gloo (collectives on the CPU)")
+            if note not in ledger.notes:
+                ledger.notes.append(note)
+            backend = "gloo"
+        return real_init_process_group(backend, *args, **kwargs)
+
+    real_backward = torch.autograd.function.BackwardCFunction.apply
+    real_function_apply = next(k.__dict__["apply"] for k in torch.autograd.Function.__mro__ if "apply" in k.__dict__)
+
+    inputs_of: dict[int, list] = {}  # a custom Function's node: the devices of its inputs
+
+    def function_apply(cls, *args, **kwargs):
+        out = real_function_apply.__get__(None, cls)(*args, **kwargs)
+        node = next((t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn), None)
+        if node is not None:
+            inputs_of[id(node)] = [ledger.device_of(a) if isinstance(a, torch.Tensor) else None for a in args]
+        return out
+
+    def backward(ctx, *grads):
+        """A custom Function's backward: each gradient on the device of its input, as the autograd engine checks."""
+        out = real_backward(ctx, *grads)
+        devices = inputs_of.get(id(ctx), [])
+        for i, g in enumerate(out if isinstance(out, tuple) else (out,)):
+            want = devices[i] if i < len(devices) else None
+            if isinstance(g, torch.Tensor) and want is not None and g.dim() and ledger.device_of(g) != want:
+                ledger.report(
+                    "mixed-devices",
+                    f"Function {type(ctx).__name__} returned an invalid gradient at index {i} - expected "
+                    f"device {want} but got {ledger.device_of(g)}",
+                    "backward",
+                )
+        return out
+
+    real_new = torch.nn.Parameter.__new__
+
+    def new_parameter(cls, data=None, requires_grad=True):  # a Parameter is a new tensor: it keeps the device
+        out = real_new(cls, data, requires_grad)
+        if isinstance(data, torch.Tensor):
+            ledger.tag(out, ledger.device_of(data))
+        return out
 
     def set_device(device):
         refused = machine.refuses(_device(device))
@@ -419,6 +597,7 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: ledger.mark_pinned(t.clone()), data)
 
     real_set_default_tensor_type = torch.set_default_tensor_type
+    real_init_process_group = torch.distributed.init_process_group if torch.distributed.is_available() else None
     real_load = torch.load
     real_save = torch.save
     patches = [
@@ -431,10 +610,17 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         mock.patch.object(torch.cuda, "empty_cache", lambda: None),
         mock.patch.object(torch.cuda, "manual_seed", lambda seed: None),
         mock.patch.object(torch.cuda, "manual_seed_all", lambda seed: None),
-        mock.patch.object(torch.cuda, "memory_allocated", lambda device=None: ledger.allocated()),
-        mock.patch.object(torch.cuda, "memory_reserved", lambda device=None: ledger.allocated()),
-        mock.patch.object(torch.cuda, "max_memory_allocated", lambda device=None: ledger.allocated()),
-        mock.patch.object(torch.cuda, "reset_peak_memory_stats", lambda device=None: None),
+        mock.patch.object(torch.cuda, "memory_allocated", lambda device=None: ledger.allocated(device)),
+        mock.patch.object(torch.cuda, "memory_reserved", lambda device=None: ledger.allocated(device)),
+        mock.patch.object(torch.cuda, "max_memory_allocated", lambda device=None: ledger.allocated(device, peak=True)),
+        mock.patch.object(torch.cuda, "max_memory_reserved", lambda device=None: ledger.allocated(device, peak=True)),
+        mock.patch.object(torch.cuda, "reset_peak_memory_stats", ledger.reset_peak),
+        mock.patch.object(torch.cuda, "reset_max_memory_allocated", ledger.reset_peak),
+        mock.patch.object(torch, "compile", compile_eagerly),
+        mock.patch.object(torch.nn.Module, "compile", lambda self, *a, **k: compile_eagerly(self) and None),
+        mock.patch.object(torch.nn.Parameter, "__new__", staticmethod(new_parameter)),
+        mock.patch.object(torch.autograd.function.BackwardCFunction, "apply", backward),
+        mock.patch.object(torch.autograd.Function, "apply", classmethod(function_apply)),
         mock.patch.object(torch.utils.data._utils.pin_memory, "pin_memory", pin),
         mock.patch.object(torch, "load", _loader(ledger, real_load)),
         mock.patch.object(torch, "save", _saver(ledger, real_save)),
@@ -444,11 +630,23 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         mock.patch.object(torch.backends.cudnn, "is_acceptable", lambda tensor: False),
     ]
     stream = _PretendStream()
+    if real_init_process_group is not None:
+        patches.append(mock.patch.object(torch.distributed, "init_process_group", init_process_group))
     if machine.cuda:
         patches += [
             mock.patch.object(torch.cuda, "current_stream", lambda device=None: stream),
+            mock.patch.object(torch.cuda, "default_stream", lambda device=None: stream),
             mock.patch.object(torch.cuda, "current_device", lambda: 0),
+            mock.patch.object(torch.cuda, "Stream", _PretendStream),
+            mock.patch.object(torch.cuda, "Event", _PretendEvent),
+            mock.patch.object(torch.cuda, "stream", lambda stream=None: contextlib.nullcontext()),
         ]
+    if machine.mps and hasattr(torch, "mps"):
+        patches += [
+            mock.patch.object(torch.mps, name, lambda: ledger.allocated(), create=True)
+            for name in ("current_allocated_memory", "driver_allocated_memory")
+        ]
+        patches.append(mock.patch.object(torch.mps, "empty_cache", lambda: None, create=True))
     if hasattr(torch, "accelerator") and (
         machine.cuda or machine.mps
     ):  # what torch itself asks (Adam's step asks current_stream().is_capturing())
@@ -461,12 +659,12 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
             if hasattr(torch.accelerator, name):
                 patches.append(mock.patch.object(torch.accelerator, name, value))
     if hasattr(torch, "mps"):
-        patches.append(mock.patch.object(torch.mps, "synchronize", synchronize))
+        patches.append(mock.patch.object(torch.mps, "synchronize", mps_synchronize))
     for check in ("_accelerator_graph_capture_health_check", "_cuda_graph_capture_health_check"):
         if hasattr(torch.optim.Optimizer, check):  # Adam's step asks the real GPU's stream whether it captures a graph
             patches.append(mock.patch.object(torch.optim.Optimizer, check, lambda self: None))
     patches += [
-        mock.patch.object(torch.cuda, name, LegacyType(name, dtype), create=True)
+        mock.patch.object(torch.cuda, name, LegacyType(name, dtype, ledger), create=True)
         for name, dtype in _LEGACY_TYPES.items()
     ]
     with contextlib.ExitStack() as stack:
@@ -496,7 +694,10 @@ def _variable(ledger: Ledger, real):
 
 
 class _PretendStream:
-    """The current stream of the pretend device: never capturing a graph; waiting on it is a sync."""
+    """A stream of the pretend device: never capturing a graph; the work is already done (CPU data)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.device = torch.device("cuda", 0)
 
     def is_capturing(self) -> bool:
         return False
@@ -506,6 +707,47 @@ class _PretendStream:
 
     def query(self) -> bool:
         return True
+
+    def wait_stream(self, other) -> None:
+        pass
+
+    def wait_event(self, event) -> None:
+        pass
+
+    def record_event(self, event=None):
+        event = event or _PretendEvent()
+        event.record()
+        return event
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+class _PretendEvent:
+    """A CUDA event on the pretend GPU: it records the CPU's clock; elapsed_time is in ms, as on CUDA."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.at: float | None = None
+
+    def record(self, stream=None) -> None:
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream=None) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _PretendEvent) -> float:
+        if self.at is None or end.at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end.at - self.at) * 1000
 
 
 def _one_replica(self, *inputs, **kwargs):

@@ -1,17 +1,21 @@
 """One rehearsal: a learner's script run, unchanged, on the pretend machine (``pretend_gpu``), stopped after a few
 batches of each loop, its torchvision datasets served offline when a download fails; what it met, as a Report.
 
-It runs in the calling process (``python -m helpers.rehearse`` is one; ``rehearse()`` in ``__main__`` starts one
-for a notebook or a test), so nothing is left behind in a kernel: the patches end with the block, the script's
-workers are the DataLoader's own and end with it.
+An error the pretend machine cannot explain is never blamed on the script unchecked: the same script runs plainly
+on the CPU (a child, CUDA hidden, the same limits, its moves to a device kept on the CPU); the same error at the
+same line is the script's bug, anything else "could not tell" (exit 3, ``gap``) with what was not modelled. A run
+the clock stops is "could not tell" too; a script that catches the rehearsal's stop (``except BaseException``)
+ends its process at the next loop.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import json
 import os
+import re
 import runpy
 import signal
 import socket
@@ -23,11 +27,12 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from helpers.course.i18n import tr
 from helpers.lab import simulate
 from helpers.rehearse.findings import Finding, Report
-from helpers.rehearse.pretend_gpu import Ledger, Machine, pretend
+from helpers.rehearse.pretend_gpu import FORKED_CUDA, Ledger, Machine, pretend
 
 _OURS = (
     str(Path(__file__).resolve().parent.parent),
@@ -78,13 +83,18 @@ def _unguarded_at_import(script: str) -> bool:
     return False
 
 
-def _limited_loader(report: Report, ledger: Ledger, machine: Machine, script: str, steps: int, loops: int):
+def _limited_loader(
+    report: Report, ledger: Ledger, machine: Machine, script: str, steps: int, loops: int, swallowed=None
+):
     """DataLoader.__iter__ yielding at most ``steps`` batches; the loop after ``loops`` loops ends the run."""
     real_iter = torch.utils.data.DataLoader.__iter__
     done = {"loops": 0}
 
     def limited(self):
+        if done["loops"] > loops and swallowed is not None:  # the script caught the stop and went on
+            swallowed()
         if done["loops"] >= loops:
+            done["loops"] += 1
             raise RehearsalStop(
                 tr(
                     "stopped after {loops} loop(s) of at most {steps} batch(es): the step limit (--steps, --loops)",
@@ -247,40 +257,199 @@ def _bytes(n: int) -> str:
     return str(n)
 
 
-def _classify(report: Report, err: BaseException, script: str, machine: Machine) -> None:
-    """A script's exception: its own bug (on any machine), or a gap in the rehearsal itself."""
+_DRIVER_TEXTS = (simulate.NO_DRIVER, simulate.NOT_COMPILED, "CUDA driver", "no GPUs found")
+
+
+def _where(err: BaseException, script: str) -> tuple[str, int]:
+    """The learner's own frame in ``err``'s traceback (the script's file and line for a syntax error)."""
+    if isinstance(err, SyntaxError) and err.filename:
+        return err.filename, err.lineno or 0
+    frames = traceback.extract_tb(err.__traceback__)
+    mine = [f for f in frames if not f.filename.startswith(_OURS) and "-packages" not in f.filename]
+    where = mine[-1] if mine else (frames[-1] if frames else None)
+    return (where.filename, where.lineno or 0) if where else (script, 0)
+
+
+def _classify(report: Report, err: BaseException, script: str, machine: Machine, cpu_check=None) -> None:
+    """A script's exception: what the machine refuses, the script's own bug (a plain CPU run fails the same way),
+    or what the rehearsal could not tell (a gap of its own, named)."""
     frames = traceback.extract_tb(err.__traceback__)
     ours = str(Path(__file__).resolve().parent)
     torch_raised = frames and "func(*args" in (frames[-1].line or "")  # the op itself refused: the script's error
+    text = str(err)
+    file, line = _where(err, script)
+    if isinstance(err, SyntaxError) and err.filename == script:  # the script's own, on any machine
+        report.add(Finding(file, line, "script-bug", f"SyntaxError: {err.msg}"))
+        return
+    if FORKED_CUDA in text:  # a DataLoader worker forked after the script used the GPU
+        found = [int(n) for f, n in re.findall(r'File "([^"]+)", line (\d+)', text) if f == script]
+        report.add(Finding(file, found[-1] if found else line, "cuda-in-forked-worker", FORKED_CUDA))
+        return
     if frames and frames[-1].filename.startswith(ours) and not torch_raised:
         report.tool_error = f"{type(err).__name__}: {err}"
         return
-    text = str(err)
-    if machine.cuda and any(m in text for m in (simulate.NO_DRIVER, simulate.NOT_COMPILED, "CUDA driver")):
+    if any(m in text for m in _DRIVER_TEXTS):
+        if not machine.cuda:  # torch.cuda (or NCCL) reached on a machine without a CUDA GPU: it fails there too
+            message = simulate.NOT_COMPILED if machine.mps and simulate.NO_DRIVER in text else text
+            report.add(Finding(file, line, "no-gpu", message, "run", type(err).__name__))
+            return
+        report.gap = True
         report.tool_error = tr(
-            "the script calls a part of torch.cuda the rehearsal does not pretend: {error}",
+            "could not tell: the script calls a part of torch.cuda the rehearsal does not pretend: {error}",
             error=f"{type(err).__name__}: {text}",
         )
         return
-    mine = [f for f in frames if not f.filename.startswith(_OURS) and "-packages" not in f.filename]
-    where = mine[-1] if mine else (frames[-1] if frames else None)
-    report.add(
-        Finding(
-            where.filename if where else script,
-            where.lineno if where else 0,
-            "script-bug",
-            f"{type(err).__name__}: {text}".strip(),
-        )
+    message = f"{type(err).__name__}: {text}".strip()
+    if report.problems:  # the machine already refused the script earlier: this error may follow from that
+        return
+    if isinstance(err, SyntaxError) or cpu_check is None:
+        report.add(Finding(file, line, "script-bug", message))
+        return
+    plain = cpu_check()  # the same script, plainly on the CPU: does it fail the same way?
+    if plain is not None and plain.get("error") == type(err).__name__ and plain.get("line") == line:
+        report.add(Finding(file, line, "script-bug", message))
+        return
+    if plain is None:
+        cpu = tr("the plain CPU run could not be made")
+    elif plain.get("error"):
+        cpu = tr("a plain CPU run fails elsewhere ({error} at line {line})", error=plain["error"], line=plain["line"])
+    else:
+        cpu = tr("a plain CPU run does not fail")
+    report.gap = True
+    report.tool_error = tr(
+        "could not tell: {error} at {file}:{line}, but {cpu}; what the rehearsal does not model here: {what}",
+        error=message[:300],
+        file=Path(file).name,
+        line=line,
+        cpu=cpu,
+        what=_unmodelled(err),
     )
 
 
+def _unmodelled(err: BaseException) -> str:
+    """The innermost library call in the traceback (what the pretend machine did not model)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    library = [f for f in frames if "-packages" in f.filename or f.filename.startswith(_OURS[1])]
+    if not library:
+        return type(err).__name__
+    first = library[0]
+    return f"{Path(first.filename).name}:{first.name} ({(first.line or '').strip()[:80]})"
+
+
+def _end_process_group() -> None:
+    """A process group the script left open would refuse the next rehearsal's (several machines, one process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+_CPU_RUNS: dict[tuple, dict | None] = {}
+PLAIN_MARK = "=== rehearse.plain result ==="
+
+
+def plain_cpu_run(script: str, args: list[str], steps: int, loops: int, timeout: float) -> dict | None:
+    """The script run plainly on the CPU (CUDA hidden, the same step limit and offline datasets), in a child:
+    {"error": type name or "", "line": the learner's line}; None when the child gives no answer. Cached."""
+    key = (script, tuple(args), steps, loops)
+    if key not in _CPU_RUNS:
+        command = [sys.executable, "-m", "helpers.rehearse.script_run", str(steps), str(loops), str(timeout), script]
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        try:
+            done = subprocess.run(
+                [*command, *args], capture_output=True, text=True, timeout=timeout + 60, env=env, cwd=os.getcwd()
+            )
+            _CPU_RUNS[key] = json.loads(done.stdout.split(PLAIN_MARK, 1)[1])
+        except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError, OSError):
+            _CPU_RUNS[key] = None
+    return _CPU_RUNS[key]
+
+
+class _OnTheCpu(TorchFunctionMode):
+    """The plain run's only change to the script: every move to a device stays on the CPU (``.cuda()``,
+    ``.to('cuda')``, ``device='cuda'``), so the run reaches the script's own errors past its device lines."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        if name == "cuda" and args and isinstance(args[0], torch.Tensor):
+            return args[0]
+        if name == "to" and args:
+            args = (args[0], *(CPU if _a_device(a) else a for a in args[1:]))
+        if _a_device(kwargs.get("device")):
+            kwargs["device"] = CPU
+        return func(*args, **kwargs)
+
+
+CPU = torch.device("cpu")
+
+
+def _a_device(value) -> bool:
+    if isinstance(value, torch.device):
+        return value.type != "cpu"
+    if isinstance(value, str):
+        return value.split(":")[0] in ("cuda", "mps", "xpu")
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _plain_main(argv: list[str]) -> int:
+    """``python -m helpers.rehearse.script_run STEPS LOOPS TIMEOUT SCRIPT [ARGS...]``: the plain CPU run."""
+    steps, loops, timeout, script, *args = argv
+    script = str(Path(script).resolve())
+    machine = Machine("laptop")
+    report = Report("laptop")
+    ledger = Ledger(machine, lambda *a: None, lambda: (script, 0))
+    result = {"error": "", "line": 0}
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(Path(script).parent))
+    notes: list[str] = []
+
+    def swallowed():
+        print(PLAIN_MARK)
+        print(json.dumps(result))
+        sys.stdout.flush()
+        os._exit(0)
+
+    limits = int(steps), int(loops)
+    try:
+        with _offline_datasets(notes), _limited_loader(report, ledger, machine, script, *limits, swallowed):
+            moves = mock.patch.object(torch.nn.Module, "cuda", lambda self, device=None: self)
+            with contextlib.redirect_stdout(io.StringIO()), moves, _OnTheCpu():
+                runpy.run_path(script, run_name="__main__")
+    except RehearsalStop:
+        pass
+    except SystemExit as exit_:
+        if exit_.code not in (None, 0):
+            result = {"error": "SystemExit", "line": _where(exit_, script)[1]}
+    except BaseException as err:  # noqa: BLE001 - the script's own error is the answer
+        result = {"error": type(err).__name__, "line": _where(err, script)[1]}
+    print(PLAIN_MARK)
+    print(json.dumps(result))
+    sys.stdout.flush()
+    os._exit(0)  # the script's threads and workers end with the process
+
+
 def run_script(
-    script: str, args: list[str], machine: Machine, steps: int = 3, loops: int = 4, timeout: float = 600
+    script: str,
+    args: list[str],
+    machine: Machine,
+    steps: int = 3,
+    loops: int = 4,
+    timeout: float = 600,
+    emit=None,
+    cpu_check: bool = True,
 ) -> Report:
-    """Rehearse ``script`` with ``args`` on ``machine``; the Report says what it met."""
+    """Rehearse ``script`` with ``args`` on ``machine``; the Report says what it met. A script that catches the
+    rehearsal's stop and goes on ends the process: ``emit(report)`` prints the report first."""
     script = str(Path(script).resolve())
     report = Report(machine.name)
     notes: list[str] = []
+    try:
+        compile(Path(script).read_bytes(), script, "exec")
+    except SyntaxError as err:  # at the script's own file and line, before anything runs
+        _classify(report, err, script, machine)
+        return report
 
     def found(kind: str, message: str, detail: str) -> None:
         file, line = learner_line(script)
@@ -292,35 +461,77 @@ def run_script(
     sys.path.insert(0, str(Path(script).parent))
     socket.setdefaulttimeout(10)  # an offline download fails fast
 
+    alarms = {"n": 0}
+
+    def finish() -> Report:
+        report.steps = ledger.step
+        report.cost = _cost_lines(ledger)
+        if alarms["n"] and not report.tool_error:  # stopped by the clock: what came after was not rehearsed
+            report.gap = True
+            report.tool_error = tr(
+                "could not tell: the time limit (--timeout {seconds:.0f} s) stopped the run after {steps} step(s), "
+                "before its step limit; what comes later was not rehearsed",
+                seconds=timeout,
+                steps=ledger.step,
+            )
+        all_notes = notes + ledger.notes
+        if all_notes:
+            report.stopped = "\n".join([*dict.fromkeys(all_notes), report.stopped]).strip()
+        return report
+
+    def swallowed():
+        """The script caught the rehearsal's stop (except BaseException) and went on: the process ends here."""
+        if old_alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if not alarms["n"]:
+            report.stopped = tr(
+                "stopped after {loops} loop(s) of at most {steps} batch(es): the step limit (--steps, --loops)",
+                loops=loops,
+                steps=steps,
+            )
+        notes.append(tr("the script caught the rehearsal's stop (except BaseException) and went on: ended here"))
+        finish()
+        if emit is not None:
+            emit(report)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(report.exit_code())
+
     def out_of_time(signum, frame):
+        alarms["n"] += 1
+        if alarms["n"] > 1:  # the script caught the first stop
+            swallowed()
         raise RehearsalStop(tr("stopped after {seconds:.0f} s: the time limit (--timeout)", seconds=timeout))
+
+    def checked():
+        if old_alarm is not None:  # the clock is the script's, not the check's
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return plain_cpu_run(script, args, steps, loops, timeout) if cpu_check else None
 
     old_alarm = signal.signal(signal.SIGALRM, out_of_time) if hasattr(signal, "SIGALRM") else None
     if old_alarm is not None:
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
+    limited = _limited_loader(report, ledger, machine, script, steps, loops, swallowed)
     try:
-        with _offline_datasets(notes), _limited_loader(report, ledger, machine, script, steps, loops), pretend(ledger):
+        with _offline_datasets(notes), limited, pretend(ledger):
             runpy.run_path(script, run_name="__main__")
     except RehearsalStop as stop:
         report.stopped = str(stop)
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
-            _classify(report, exit_, script, machine)
+            _classify(report, exit_, script, machine, checked)
     except BaseException as err:  # noqa: BLE001 - a script's own error is a finding
         if isinstance(err, KeyboardInterrupt):
             raise
-        _classify(report, err, script, machine)
+        _classify(report, err, script, machine, checked)
     finally:
         if old_alarm is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_alarm)
         sys.argv, sys.path[:] = old_argv, old_path
         socket.setdefaulttimeout(old_timeout)
-    report.steps = ledger.step
-    report.cost = _cost_lines(ledger)
-    if notes:
-        report.stopped = "\n".join([*dict.fromkeys(notes), report.stopped]).strip()
-    return report
+        _end_process_group()
+    return finish()
 
 
 def rehearse(
@@ -360,3 +571,7 @@ def rehearse(
         result = {"runs": False, "findings": [], "tool_error": done.stderr[-2000:] or done.stdout[-2000:]}
     result.update(output=done.stdout[:start], stderr=done.stderr, exit_code=done.returncode)
     return result
+
+
+if __name__ == "__main__":
+    sys.exit(_plain_main(sys.argv[1:]))

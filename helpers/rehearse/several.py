@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,11 @@ def rehearse_on(
     done = subprocess.run(
         [*command, str(script), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout * len(machines) + 60
     )
-    try:
-        reports = json.loads(done.stdout.split(MARK, 1)[1])
+    try:  # one list per process: a script that ends its process has the other machines rehearsed in another
+        chunks = done.stdout.split(MARK)[1:]
+        reports = [r for chunk in chunks for r in json.JSONDecoder().raw_decode(chunk.strip())[0]]
+        if len(reports) != len(machines):
+            raise IndexError(len(reports))
     except (IndexError, json.JSONDecodeError):
         why = (done.stderr or done.stdout)[-2000:]
         return {m: {"runs": False, "exit_code": 3, "findings": [], "tool_error": why, "output": ""} for m in machines}
@@ -48,11 +52,35 @@ def main(argv: list[str]) -> int:
     from helpers.rehearse.script_run import run_script
 
     machines, steps, loops, timeout, script, *args = argv
+    names = machines.split(",")
     reports = []
-    for name in machines.split(","):
+    real_stdout = sys.stdout
+
+    def show(report, output: io.StringIO) -> None:
+        """The script caught the stop and this process ends: its reports so far, then the other machines in a
+        fresh process (the same command for them)."""
+        sys.stdout = real_stdout
+        reports.append({**json.loads(report.as_json()), "output": output.getvalue()})
+        print(MARK)
+        print(json.dumps(reports, ensure_ascii=False))
+        sys.stdout.flush()
+        rest = names[len(reports) :]
+        if rest:
+            command = [sys.executable, "-m", "helpers.rehearse.several", ",".join(rest), steps, loops, timeout]
+            os.execv(sys.executable, [*command, script, *args])
+
+    for name in names:
         output = io.StringIO()
         with contextlib.redirect_stdout(output):
-            report = run_script(script, args, Machine.parse(name), int(steps), int(loops), float(timeout))
+            report = run_script(
+                script,
+                args,
+                Machine.parse(name),
+                int(steps),
+                int(loops),
+                float(timeout),
+                emit=lambda report, output=output: show(report, output),
+            )
         result = json.loads(report.as_json())
         result["output"] = output.getvalue()
         reports.append(result)

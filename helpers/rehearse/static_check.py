@@ -6,7 +6,10 @@ What it reads (the kinds in ``findings``): ``.cuda()``, ``'cuda'`` or ``torch.de
 types; a CUDA default tensor type or default device; ``torch.load`` without ``map_location``; ``nn.DataParallel``
 whose ``state_dict`` is taken from the wrapper; DataLoader workers the script starts without a ``__main__`` guard;
 ``.numpy()`` of a tensor that went to the device (names followed through assignments, without ``.cpu()``); a device
-chosen between CUDA and the CPU only (no Mac). It cannot follow values across files or through containers.
+chosen between CUDA and the CPU only (no Mac); a ``torch.cuda`` call that fails without CUDA (``synchronize``,
+``Event``, ``get_device_name``...) reached unguarded in a script that picks its device at run time. Names are read
+through their imports (``import torch as t``, ``from torch import cuda, load``). It cannot follow values across
+files or through containers.
 """
 
 from __future__ import annotations
@@ -22,8 +25,19 @@ from helpers.rehearse.findings import Finding, Report
 
 _INDEX = re.compile(r"^cuda:(\d+)$")
 _MAIN_GUARD = m.If(test=m.Comparison(left=m.Name("__name__")))
-_CUDA_IS_AVAILABLE = m.Call(
-    func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("cuda")), attr=m.Name("is_available"))
+
+
+# torch.cuda calls that raise where CUDA is missing (is_available, device_count, manual_seed, empty_cache and the
+# memory figures answer quietly there)
+_CUDA_ONLY = {
+    "synchronize", "get_device_name", "get_device_properties", "get_device_capability", "set_device",
+    "current_device", "Event", "Stream", "current_stream", "default_stream", "stream", "device",
+    "reset_peak_memory_stats", "reset_max_memory_allocated", "mem_get_info", "get_rng_state", "set_rng_state",
+    "memory_summary", "utilization", "ipc_collect", "graph", "CUDAGraph",
+}  # fmt: skip
+_GUARD_TEXT = re.compile(
+    r"\.type\s*==\s*['\"]cuda['\"]|['\"]cuda['\"]\s*==\s*[\w.]+\.type\b|\.is_cuda\b"
+    r"|==\s*['\"]cuda(:\d)?['\"]|['\"]cuda['\"]\s*in\s|!=\s*['\"]cpu['\"]"
 )
 
 
@@ -83,6 +97,31 @@ class _Reader(m.MatcherDecoratableVisitor):
         self.wrapper_lines: dict[str, int] = {}
         self.fallback_line: int | None = None
         self.numpy_calls: list[tuple[int, str]] = []
+        self.aliases: dict[str, str] = {}  # local name: what it is in torch (t: torch, cuda: torch.cuda)
+        self.picks_at_run_time = bool(re.search(r"is_available\(", code))
+
+    def canon(self, dotted: str) -> str:
+        """``t.cuda.synchronize`` as ``torch.cuda.synchronize`` where ``import torch as t``."""
+        head, _, rest = dotted.partition(".")
+        real = self.aliases.get(head)
+        return dotted if real is None else real + ("." + rest if rest else "")
+
+    def _asks_cuda(self, node: cst.CSTNode) -> bool:
+        return any(self.canon(_dotted(call.func)) == "torch.cuda.is_available" for call in m.findall(node, m.Call()))
+
+    # imports ------------------------------------------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            name = _dotted(alias.name)
+            if alias.asname is not None and (name == "torch" or name.startswith("torch.")):
+                self.aliases[_dotted(alias.asname.name)] = name
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = _dotted(node.module) if node.module is not None else ""
+        if (module == "torch" or module.startswith("torch.")) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                local = _dotted(alias.asname.name) if alias.asname is not None else _dotted(alias.name)
+                self.aliases[local] = f"{module}.{_dotted(alias.name)}"
 
     def line(self, node) -> int:
         return self.get_metadata(PositionProvider, node).start.line
@@ -96,11 +135,10 @@ class _Reader(m.MatcherDecoratableVisitor):
         already chosen (``device.type == 'cuda'``, ``x.is_cuda``)."""
         if _asks_availability(test):
             return True
-        names = {n.value for n in m.findall(test, m.Name())}
+        names = {n.value for n in m.findall(test, m.Name())} | {_dotted(a) for a in m.findall(test, m.Attribute())}
         if names & self.availability:
             return True
-        code = cst.Module([]).code_for_node(test)
-        return bool(re.search(r"\.type\s*==\s*['\"]cuda['\"]|['\"]cuda['\"]\s*==\s*[\w.]+\.type\b|\.is_cuda\b", code))
+        return bool(_GUARD_TEXT.search(cst.Module([]).code_for_node(test)))
 
     def visit_If(self, node: cst.If) -> None:
         if m.matches(node, _MAIN_GUARD):
@@ -147,7 +185,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             wrapped = wrapped.func.value  # nn.DataParallel(model).cuda()
         for target in node.targets:
             name = _dotted(target.target)
-            if isinstance(target.target, cst.Name) and m.findall(value, _CUDA_IS_AVAILABLE):  # `True if ... else`
+            if isinstance(target.target, cst.Name | cst.Attribute) and self._asks_cuda(value):  # `True if ... else`
                 self.availability.add(name)
             if m.matches(wrapped, m.Call(func=m.Attribute(attr=m.Name("DataParallel")) | m.Name("DataParallel"))):
                 self.wrappers.add(name)
@@ -171,9 +209,9 @@ class _Reader(m.MatcherDecoratableVisitor):
 
     # calls --------------------------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
-        if self.fallback_line is None and m.matches(node, _CUDA_IS_AVAILABLE):
+        func = self.canon(_dotted(node.func))
+        if self.fallback_line is None and func == "torch.cuda.is_available":
             self.fallback_line = self.line(node)  # the first line that asks, an if's or an assignment's
-        func = _dotted(node.func)
         args = [a for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         last = func.rsplit(".", 1)[-1]
@@ -214,6 +252,9 @@ class _Reader(m.MatcherDecoratableVisitor):
                     self.add(node, "workers-no-main-guard", "DataLoader(num_workers=...)")
                 elif not self.functions:  # built at import time: a problem if a loop at import time uses it
                     self.top_loaders[self._loader_name or f"<{self.line(node)}>"] = (self.line(node), "")
+        elif func.startswith("torch.cuda.") and func.count(".") == 2 and last in _CUDA_ONLY:
+            if not self.guards and self.picks_at_run_time:
+                self.add(node, "cuda-api-unguarded", f"{func}()")
         elif last == "numpy" and isinstance(node.func, cst.Attribute) and not _forced(kwargs.get("force")):
             self.numpy_calls.append((self.line(node), cst.Module([]).code_for_node(node.func.value)))
         if "device" in kwargs:
@@ -231,7 +272,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             self.add(node, "cuda-call", repr(kind))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        dotted = _dotted(node)
+        dotted = self.canon(_dotted(node))
         if re.fullmatch(r"torch\.cuda\.\w+Tensor", dotted):
             self.add(node, "cuda-tensor-type", dotted)
 

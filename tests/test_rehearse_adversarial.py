@@ -1,0 +1,148 @@
+"""The adversarial set (tests/fixtures/rehearse/adversarial, marked by hand in its manifest): idioms from PyTorch's
+docs and issue threads, each rehearsed as the machine it is marked for. One child process rehearses them all
+(``run_script`` in a loop), so the whole set costs one start of torch; a script that ends its process
+(``except BaseException``) has a child of its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from helpers.rehearse.__main__ import main
+from helpers.rehearse.script_run import rehearse
+from helpers.rehearse.static_check import read
+from tools import course
+
+HERE = course.ROOT / "tests" / "fixtures" / "rehearse"
+ADVERSARIAL = HERE / "adversarial"
+CHILD = """
+import contextlib, io, json, sys
+from helpers.rehearse.pretend_gpu import Machine
+from helpers.rehearse.script_run import run_script
+rows = []
+for spec in sys.argv[1:]:
+    path, machine = spec.rsplit("@", 1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report = run_script(path, [], Machine.parse(machine), 2, 2, 60)
+    rows.append({**json.loads(report.as_json()), "output": out.getvalue(), "cost": report.cost})
+print("=== rows ===")
+print(json.dumps(rows))
+"""
+# (script, machine): the exit code a real machine gives (0 runs, 1 fails), and the finding kind where it fails
+CASES = {
+    ("amp_gradscaler", "gpu"): (0, None),
+    ("amp_cuda_everywhere", "gpu"): (0, None),
+    ("compile_model", "gpu"): (0, None),
+    ("set_default_device_linear", "gpu"): (0, None),
+    ("set_default_device_linear", "mac"): (0, None),
+    ("with_device_ok", "gpu"): (0, None),
+    ("with_device_cpu_input", "gpu"): (1, "weights-input-devices"),
+    ("cpu_generator_cuda_randn", "gpu"): (1, "generator-device"),
+    ("cpu_generator_cuda_randn", "laptop"): (0, None),
+    ("custom_backward_cpu_grad", "gpu"): (1, "mixed-devices"),
+    ("stack_cuda_cpu_scalars", "gpu"): (1, "mixed-devices"),
+    ("unguarded_synchronize", "gpu"): (0, None),
+    ("unguarded_synchronize", "laptop"): (1, "no-gpu"),
+    ("unguarded_synchronize", "mac"): (1, "no-gpu"),
+    ("float64_factory", "mac"): (1, "mps-float64"),
+    ("float64_double", "mac"): (1, "mps-float64"),
+    ("pin_memory_unguarded", "laptop"): (1, "no-gpu"),
+    ("isinstance_cuda_type", "gpu"): (0, None),
+    ("events_guarded", "gpu"): (0, None),
+    ("stream_guarded", "gpu"): (0, None),
+    ("default_device_shuffle", "gpu"): (1, "generator-device"),
+    ("default_tensor_type_guarded", "gpu"): (0, None),
+    ("mps_memory_guarded", "mac"): (0, None),
+    ("to_device_keyword", "gpu"): (0, None),
+    ("memory_stats_guarded", "gpu"): (0, None),
+    ("nonblocking_d2h", "gpu"): (0, None),
+    ("format_tensor", "gpu"): (0, None),
+    ("syntax_error", "gpu"): (1, "script-bug"),
+    ("shape_bug", "gpu"): (1, "script-bug"),
+    ("fork_worker_cuda", "gpu"): (1, "cuda-in-forked-worker"),
+    ("fork_worker_cuda", "laptop"): (0, None),
+    ("cuda_unguarded_device_count", "laptop"): (1, "no-gpu"),
+    ("nccl_world_one", "gpu"): (0, None),  # last: it starts a process group
+}
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("adversarial")
+    (folder / "syntax_error.py").write_text((ADVERSARIAL / "syntax_error.txt").read_text())  # kept as .txt: lint
+    specs = [
+        f"{folder / name if name == 'syntax_error' else ADVERSARIAL / name}.py@{machine}" for name, machine in CASES
+    ]
+    specs.append(f"{HERE / 'gpu_only_failure.py'}@gpu")
+    done = subprocess.run([sys.executable, "-c", CHILD, *specs], capture_output=True, text=True, timeout=900)
+    rows = json.loads(done.stdout.split("=== rows ===", 1)[1])
+    return dict(zip([*CASES, ("gpu_only_failure", "gpu")], rows, strict=True))
+
+
+def test_the_manifest_marks_every_case_as_the_tests_expect():
+    with open(ADVERSARIAL / "manifest.toml", "rb") as f:
+        marks = {c["name"]: c for c in tomllib.load(f)["case"]}
+    assert {p.stem for p in ADVERSARIAL.glob("*.py")} | {"syntax_error"} == set(marks)
+    for (name, machine), (code, _) in CASES.items():
+        assert marks[name][machine] == ("runs" if code == 0 else "fails"), (name, machine)
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=lambda c: f"{c[0]}@{c[1]}")
+def test_each_idiom_gets_the_real_machines_verdict(reports, case):
+    report = reports[case]
+    code, kind = CASES[case]
+    assert report["exit_code"] == code, (report["tool_error"], report["findings"])
+    if kind is not None:
+        assert kind in {f["kind"] for f in report["findings"]}
+
+
+def test_what_the_run_did_not_model_it_says(reports):
+    assert "torch.compile: rehearsed eagerly" in reports[("compile_model", "gpu")]["stopped"]
+    assert "NCCL: rehearsed with gloo" in reports[("nccl_world_one", "gpu")]["stopped"]
+    assert "on the GPU" in reports[("isinstance_cuda_type", "gpu")]["output"]
+
+
+def test_a_syntax_error_is_at_the_scripts_own_line(reports):
+    (finding,) = reports[("syntax_error", "gpu")]["findings"]
+    assert finding["file"].endswith("syntax_error.py") and finding["line"] == 3
+    assert finding["message"].startswith("SyntaxError")
+
+
+def test_a_failure_a_plain_cpu_run_does_not_share_is_could_not_tell(reports):
+    report = reports[("gpu_only_failure", "gpu")]
+    assert report["exit_code"] == 3 and report["gap"] and not report["findings"]
+    assert "a plain CPU run does not fail" in report["tool_error"]
+    # the shape bug fails the same way on the CPU: the script's own
+    assert reports[("shape_bug", "gpu")]["findings"][0]["line"] == 5
+
+
+def test_the_bill_peaks_per_device_and_no_sync_for_a_non_blocking_copy_to_the_host(reports):
+    assert reports[("memory_stats_guarded", "gpu")]["output"].split()[:2] == ["4", "8"]  # MB now, MB at the peak
+    assert not any(".cpu()" in line for line in reports[("nonblocking_d2h", "gpu")]["cost"])
+    assert any("format()" in line for line in reports[("format_tensor", "gpu")]["cost"])
+
+
+def test_a_script_that_catches_the_stop_still_stops_at_the_step_limit():
+    result = rehearse(ADVERSARIAL / "catches_baseexception.py", steps=2, loops=2, timeout=60)
+    assert result["exit_code"] == 0 and "except BaseException" in result["stopped"]
+
+
+@pytest.mark.parametrize("option", [["--steps", "0"], ["--loops", "0"], ["--timeout", "0"]])
+def test_a_limit_that_runs_nothing_is_refused(option, capsys):
+    assert main([*option, str(ADVERSARIAL / "shape_bug.py")]) == 2
+    assert option[0] in capsys.readouterr().err
+
+
+def test_static_follows_imports_under_other_names_and_unguarded_cuda_calls():
+    kinds = {(f.kind, f.line) for f in read(ADVERSARIAL / "torch_as_t_load.py").findings}
+    assert ("load-no-map-location", 9) in kinds
+    assert ("cuda-api-unguarded", 6) in {
+        (f.kind, f.line) for f in read(ADVERSARIAL / "unguarded_synchronize.py").findings
+    }
+    for guarded in ("events_guarded", "stream_guarded", "memory_stats_guarded"):
+        assert not read(ADVERSARIAL / f"{guarded}.py").problems, guarded
