@@ -8,6 +8,12 @@ import pytest
 # Notebooks are checked against outputs stored in quick mode; set COURSE_QUICK=0 to run them in full.
 os.environ.setdefault("COURSE_QUICK", "1")
 
+# One worker per core (pyproject.toml's addopts), so one thread per worker and per kernel it starts: with torch's
+# default of a thread per core each, two workers on two cores ran lessons 05 and its solutions in 85 s instead of
+# 30 s (BENCHMARKS.md, "CI's time"). Every stored output holds whatever the thread count: machines with 2 to 16
+# cores run them. Set OMP_NUM_THREADS to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Some CUDA setups print a harmless one-time UserWarning at a process's first backward() (notebook 04
 # explains it); the notebooks' kernels inherit this filter, so a stored output does not depend on it.
 CUBLAS_CONTEXT_WARNING = "ignore:Attempting to run cuBLAS:UserWarning"  # no comma: it separates filters
@@ -64,7 +70,52 @@ SLOW_TESTS = {  # file: test functions, every parametrization
     "test_known_errors.py": {
         "test_children_that_cannot_import_a_notebook_definition",
         "test_a_worker_error_from_a_script_gets_a_note_for_scripts",
+        "test_a_whole_model_loaded_where_its_class_is_not",
+        "test_wrapper_prefixes_as_torch_writes_them",
     },
+    # a rehearsal in a child process, some on three machines, some with a port rehearsed again
+    "test_rehearse.py": {
+        "test_a_checkpoint_saved_on_a_gpu_needs_map_location_on_a_laptop",
+        "test_a_gpu_index_past_the_machines_gpus_and_a_cuda_call_on_a_laptop",
+        "test_a_scripts_own_bug_is_reported_as_such_not_as_a_failure_of_the_rehearsal",
+        "test_a_wrong_machine_or_a_missing_script_is_a_clear_usage_error",
+        "test_adam_steps_on_a_pretend_gpu_without_asking_the_real_driver",
+        "test_an_old_scripts_variable_and_lstm_stay_on_the_pretend_gpu",
+        "test_fix_ports_a_legacy_type_picked_once_and_the_moves_behind_its_flag",
+        "test_fix_ports_method_2_keeping_comments_and_rehearses_it_clean_everywhere",
+        "test_fix_puts_a_scripts_top_level_work_under_a_main_guard_for_spawned_workers",
+        "test_fix_takes_the_state_dict_of_a_wrapper_made_in_one_branch_only",
+        "test_float64_is_refused_on_a_mac_only",
+        "test_json_is_one_object_with_file_line_kind_message_fix",
+        "test_method_2_on_a_pretend_gpu_finds_the_labels_and_numpy_at_their_lines_with_the_cpus_numbers",
+        "test_method_2_runs_on_a_mac_and_a_laptop_but_never_uses_the_macs_gpu",
+        "test_numpy_with_force_copies_to_the_host_itself_and_is_not_a_problem",
+        "test_the_offline_mnist_has_the_tensors_scripts_read_off_the_real_one",
+        "test_the_report_speaks_chinese",
+        "test_the_step_limit_stops_the_run_and_says_so",
+        "test_workers_on_a_mac_are_a_problem_only_where_a_spawned_worker_would_start_them_again",
+    },
+    "test_rehearse_several.py": {
+        "test_adam_steps_on_a_pretend_gpu",
+        "test_map_location_cuda_on_a_laptop_fails_as_there",
+        "test_one_child_three_machines_each_its_own_report",
+    },
+    "test_rehearse_magic.py": {
+        "test_a_cell_is_rehearsed_as_a_gpu_with_its_own_lines_and_numbers",
+        "test_the_report_speaks_the_learners_language",
+        "test_the_same_cell_runs_on_a_mac_and_a_laptop",
+    },
+    "test_rehearse_adversarial.py": {
+        "test_each_idiom_gets_the_real_machines_verdict",
+        "test_a_script_that_catches_the_stop_still_stops_at_the_step_limit",
+    },
+    "test_score_rehearsal.py": {"test_the_rehearsal_and_the_fix_of_one_fixture"},
+    "test_train_tudui.py": {
+        "test_trains_saves_and_resumes",
+        "test_a_resumed_run_sees_the_data_order_of_an_uninterrupted_one",
+    },
+    "test_speed.py": {"test_rungs_train_and_sync_as_described"},
+    "test_exercises_00.py": {"test_every_check_turns_garbage_into_feedback"},
     "test_notebook_machines.py": {"test_00_children_on_this_machine_agree_with_the_asserts"},
     "test_training.py": {"test_fit_learns_and_records_history"},
     "test_github_files.py": {"test_issue_forms_follow_githubs_schema"},
@@ -74,6 +125,10 @@ SLOW_TESTS = {  # file: test functions, every parametrization
         "test_batch_finder_accepts",
         "test_accumulation_feedback_never_shows_the_solution",
         "test_training_memory_accepts",
+        "test_accumulation_accepts",
+        "test_accumulation_explains",
+        "test_accumulation_peak_hint_says_where_and_goes_deeper",
+        "test_checks_never_raise",
     },
     "test_zh_runtime_checks_04_06.py": {
         "test_06_quiet_loop_in_chinese",
@@ -113,6 +168,7 @@ NEWEST_ONLY_FILES = {
     "test_grade_points.py",
     "test_grade_release.py",
     "test_gpu_figures.py",
+    "test_markers.py",
 }
 CHINESE_EDITION = Path(__file__).resolve().parent / "notebooks" / "zh-CN"
 
