@@ -31,12 +31,14 @@ AVOID = {
     "显示卡": "显卡 / GPU",
     "设配": "设备",
     "元设备": "meta 设备",
-    "笔记簿": "笔记本",
+    "笔记簿": "Jupyter 笔记本",
     "错误诊所": "报错诊所",
     "拷贝": "复制",
     "标注": "标签",
     "图片": "图像",
     "等效批大小": "有效批大小",
+    "代价报告": "开销报告",
+    "替代图像": "合成图像",
 }
 # The pairs that drifted apart, as patterns on Chinese prose with its code (`...`, fenced blocks) left out:
 # each has one form (locale/zh_CN/STYLE.md, "One vocabulary"). An English term may follow its Chinese one in
@@ -59,7 +61,13 @@ AVOID_IN_PROSE = {
     r"(?<![\w`/.-])CIFAR(?![-\w])": "CIFAR-10 数据集",
     r"演练|排练|彩排": "预演",
     r"迁移(?!学习)": "移植",
-    r"[\u4e00-\u9fff][,;?!]|[,;?!][\u4e00-\u9fff]|[\u4e00-\u9fff]: ": "全角标点（，；？！：）",
+    # a course about laptops: the notebook is always a Jupyter 笔记本, the laptop a 笔记本电脑
+    r"(?<!Jupyter )笔记本(?!电脑)": "Jupyter 笔记本（notebook）或笔记本电脑（laptop）",
+    r"模拟 ?GPU": "模拟的 GPU",
+    r"以 ?(?:GPU|Mac|笔记本电脑|\{machine\}) ?预演": "在模拟的 GPU 上预演",
+    # a printed label ends in a half-width colon, as d2l-zh's output does; spaces after it that only pad a column
+    # (to the end of the label or to a {field}) are output, not prose
+    r"[\u4e00-\u9fff][,;?!]|[,;?!][\u4e00-\u9fff]|[\u4e00-\u9fff]: (?! *(?:$|\{))": "全角标点（，；？！：）",
 }
 # Markdown prose only (a run-time message prints code such as `if __name__ == "__main__":` as it is): straight
 # double quotes around any text, Chinese or English (an English error message is quoted “…” or put in backticks).
@@ -71,6 +79,9 @@ ENGLISH_IN_PROSE = {
     r"(?<![（(.\w])wheels?(?![）)\w])": "安装包（wheel）",
     r"(?<![（(.\w])issues?(?![）)\w])": "问题报告",
     r"(?<![（(.\w])bugs?(?![）)\w])": "错误 / 缺陷",
+    r"(?<![（(.\w=`'\"])dtypes?(?![）)\w=(`'\":-])": "数据类型（dtype）",
+    r"(?<![\w.`_'\"/-])numpy(?![\w.(`_'\"/-])": "NumPy",
+    r"(?<![（(.\w`-])diff(?![）)\w`-])": "差异（diff）",
 }
 GLOSSARY_CATALOG = "locale/zh_CN/site/glossary.po"
 # Full-width colons per 1,000 Chinese characters of a lesson's prose: fewer than this (STYLE.md, "Colons").
@@ -272,6 +283,14 @@ def test_drifted_pairs_are_caught():
         "尚未关闭的 issue 报告",
         "torch 2.7 有个 bug",
         "一张图片",
+        "没有显卡: 课程照样能跑",
+        "在笔记本里定义的类",
+        "转换 dtype 也返回新张量",
+        "与 numpy 共享内存",
+        "以 GPU 预演",
+        "一块模拟 GPU",
+        "读一读这个 diff",
+        "整个笔记本约 30 分钟",
     ]
     allowed = [
         "缓冲区（buffer）",
@@ -289,6 +308,15 @@ def test_drifted_pairs_are_caught():
         "Jupyter 内核（kernel）",
         "`torch.cuda.get_arch_list()`（这个安装包（wheel）的架构）",
         "会报“no kernel image is available for execution on the device”",
+        "在 Jupyter 笔记本里定义的类",
+        "转换数据类型（dtype）",
+        "`x.dtype` 和 `torch.from_numpy`",
+        "与 NumPy 共享内存",
+        "在模拟的 GPU 上预演",
+        "打印成差异（diff）",
+        "在笔记本电脑上预演",
+        "可用的加速器:    ",
+        "CUDA GPU 上记录的:  {on_cuda}",
     ]
     words = [(p, re.escape(p)) for p in AVOID]
     missed = [s for s in strays if not _strays("page.po", s, True) and not any(re.search(p, s) for _, p in words)]
@@ -353,7 +381,7 @@ def test_translations_use_the_glossary():
 def test_chinese_title_cell_keeps_the_time_line(english):
     """The site and the README read a lesson's minutes from its title cell, in both languages."""
     zh = nbformat.read(translate.zh_path(english), as_version=4)
-    assert re.search(r"^\*\*时间\*\*：核心内容约 \d+ 分钟，整个笔记本约 \d+ 分钟。$", zh.cells[0].source, re.MULTILINE)
+    assert re.search(r"^\*\*时间\*\*：核心内容约 \d+ 分钟，全部内容约 \d+ 分钟。$", zh.cells[0].source, re.MULTILINE)
 
 
 def test_headings_catalog_maps_every_section_a_check_names(monkeypatch):
@@ -459,7 +487,7 @@ def test_chinese_readme_is_linked_first_and_its_links_and_minutes_hold():
     assert [r[0] for r in rows] == [p.name[:2] for p in course.lessons()]
     for (number, essentials, whole, url), english in zip(rows, course.lessons(), strict=True):
         title = nbformat.read(translate.zh_path(english), as_version=4).cells[0].source
-        found = re.search(r"核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟", title) or re.search(
+        found = re.search(r"核心内容约 (\d+) 分钟，全部内容约 (\d+) 分钟", title) or re.search(
             r"essentials about (\d+) min, whole notebook about (\d+) min", title
         )
         assert found and found.groups() == (essentials, whole), number

@@ -133,7 +133,7 @@ def test_04_standardize_in_chinese(capsys):
         ex04_modules.standardize(bank04.StandardizePlainAttributes),
         capsys,
         "self.mean, self.std 都是普通的张量属性：.to(device) 不知道普通属性的存在",
-        "回看：本笔记本的“3. ",
+        "回看：本课的“3. ",
     )
     tries_again(
         ex04_modules.standardize(bank04.StandardizeOneBuffer),
@@ -356,7 +356,7 @@ def test_06_amp_step_in_chinese(capsys, monkeypatch):
         ex06_speed.amp_step(bank06.amp_unscale_then_plain_step),
         capsys,
         "在一个梯度含有 inf 的步骤里",
-        "回看：本笔记本的“混合精度：torch.autocast”一节。",
+        "回看：本课的“混合精度：torch.autocast”一节。",
     )
     deeper = tries_again(ex06_speed.amp_step(bank06.amp_plain_step, hint=2), capsys)
     assert "进一步提示：GradScaler 包住了训练步骤中的三个时刻" in deeper

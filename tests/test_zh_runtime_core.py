@@ -84,7 +84,7 @@ def test_verdict_lines_use_the_fixed_chinese_phrases(capsys):
     assert first.message.splitlines() == [
         "在 meta 上出错了。",
         "  提示：想想在哪里。",
-        f"  回看：本笔记本的“{chinese_heading(check01.SECTION_NO_GPU)}”一节。",
+        f"  回看：本课的“{chinese_heading(check01.SECTION_NO_GPU)}”一节。",
         "  卡住了？运行 check._demo(_an_answer, hint=2) 可以看到更深入的提示。",
     ]
     assert capsys.readouterr().out == f"[再试一次] {first.message}\n"
@@ -232,7 +232,7 @@ def test_01_move_to_in_chinese():
     try_again(
         check01.move_to(bank01.move_forgets_assignment),
         "要求的是 meta（代替 GPU），你却返回了原张量，它仍在 cpu 上。",
-        f"回看：本笔记本的“{chinese_heading(check01.SECTION_THROWN_AWAY)}”一节。",
+        f"回看：本课的“{chinese_heading(check01.SECTION_THROWN_AWAY)}”一节。",
     )
     try_again(
         check01.move_to(bank01.move_assigns_data),
@@ -259,7 +259,7 @@ def test_01_move_with_cuda_keeps_the_driver_error_in_english():
 def test_01_float_tensor_on_in_chinese():
     try_again(
         check01.float_tensor_on(lambda values, device: torch.tensor(values, device=device)),
-        "你的张量的 dtype 是 torch.int64，不是 torch.float32。",
+        "你的张量的数据类型是 torch.int64，不是 torch.float32。",
         "torch.tensor 会从 Python 整数推断出 int64",
     )
     try_again(
@@ -314,10 +314,10 @@ def test_02_cpu_copy_in_chinese():
     try_again(
         check02.cpu_copy(lambda t: t.cpu()),
         "输入的张量已经在 CPU 上时，你的函数返回了张量本身（或它的一个视图）",
-        f"回看：本笔记本的“{chinese_heading(check02.SECTION_ITSELF)}”一节。",
+        f"回看：本课的“{chinese_heading(check02.SECTION_ITSELF)}”一节。",
     )
     more = try_again(check02.cpu_copy(lambda t: t.cpu(), hint=2), "进一步提示：")
-    assert "笔记本 01 的第 4 节（已经在那儿了？那就不复制）" in more
+    assert "第 01 课的第 4 节（已经在那儿了？那就不复制）" in more
 
 
 def test_03_choose_device_in_chinese():
@@ -342,7 +342,7 @@ def test_03_weighted_score_in_chinese():
     try_again(
         check03.weighted_score(bank03.score_weights_on_cpu),
         "x 在 meta（代替 GPU）上时，你的代码抛出了 RuntimeError: ",  # PyTorch's words follow, as they are
-        f"回看：本笔记本的“{chinese_heading(check03.SECTION_MIXED)}”一节。",
+        f"回看：本课的“{chinese_heading(check03.SECTION_MIXED)}”一节。",
     )
     try_again(check03.weighted_score(bank03.score_casts_x), "x 为 float64、在 cpu 上时，你的结果是 torch.float32")
     try_again(check03.weighted_score(bank03.score_wrong_axis), "你的结果形状是 ()，而不是 (2,)。")
@@ -361,7 +361,7 @@ def test_chinese_feedback_never_prints_the_solution(exercise, args, level, capsy
     assert text.startswith("[再试一次] ") and CJK.search(feedback.message.splitlines()[0]), text
     shown_keys = [key for key in exercise.keys if test_hints._plain(key) in test_hints._plain(text)]
     assert not shown_keys, f"the feedback prints the solution's {shown_keys}:\n{feedback}"
-    for section in re.findall(r"回看：本笔记本的“(.+)”一节。", text):
+    for section in re.findall(r"回看：本课的“(.+)”一节。", text):
         assert CJK.search(section) and "`" not in section, section
 
 

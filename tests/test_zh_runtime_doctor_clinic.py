@@ -185,11 +185,11 @@ def test_explain_a_pasted_message_in_chinese():
     assert explained.returncode == 0, explained.stderr
     lines = explained.stdout.splitlines()
     assert lines[0] == "[设备报错诊所] Expected all tensors to be on the same device"  # PyTorch's words, as written
-    assert lines[1].startswith("这是什么意思：一个操作拿到的张量不在同一个设备上")
+    assert lines[1].startswith("含义：一个操作拿到的张量不在同一个设备上")
     assert (
-        any(line.startswith("怎么修：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
+        any(line.startswith("修复方法：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
     )
-    assert lines[-1] == "相关课程：第 03 课（设备对象），第 8 节；模型部分见第 04 课（模型与张量）"
+    assert lines[-1] == "相关课程：第 03 课（设备对象）第 8 节；模型部分见第 04 课（模型与张量）"
     english = run_doctor("--explain", "-", lang="en", stdin=SAME_DEVICE).stdout
     assert english.startswith("[device error clinic] Expected all tensors") and not CJK.search(english)
 
@@ -218,7 +218,7 @@ def test_every_known_error_note_in_chinese(zh, entry):
 
 
 def test_chinese_wrapping_never_splits_code_or_starts_a_line_with_punctuation():
-    text = "怎么修：" + "把这一步用到的所有东西都移到同一个设备上，" * 6 + "x, y = x.to(device), y.to(device)；" * 3
+    text = "修复方法：" + "把这一步用到的所有东西都移到同一个设备上，" * 6 + "x, y = x.to(device), y.to(device)；" * 3
     lines = known_errors.fill(text).splitlines()
     assert len(lines) > 1 and all(columns(line) <= 100 for line in lines)
     assert not any(line.strip()[0] in known_errors.CLOSING for line in lines[1:])
@@ -265,8 +265,8 @@ def test_clinic_note_and_traceback_line_in_chinese(monkeypatch):
     assert re.search(
         r"\[设备报错诊所\] 省略了 torch 和课程 helpers 内部的 \d+ 层调用帧：%tb 会打印完整的堆栈回溯。", traceback
     )
-    assert note.startswith("[设备报错诊所] Expected all tensors to be on the same device\n这是什么意思：")
-    assert "相关课程：第 03 课（设备对象），第 8 节" in note
+    assert note.startswith("[设备报错诊所] Expected all tensors to be on the same device\n含义：")
+    assert "相关课程：第 03 课（设备对象）第 8 节" in note
     assert nb.cells[3].outputs[0].text.strip() == "[设备报错诊所] 已知设备错误的堆栈回溯：完整显示。"
     assert nb.cells[4].outputs[0].text.strip() == "%clinic 的参数只能是 'full' 或 'short'。"
 

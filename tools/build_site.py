@@ -51,7 +51,7 @@ SRC = BUILD / "src"
 HTML = BUILD / "html"
 TIME_LINE = re.compile(
     r"\*\*Time:\*\* essentials about (\d+) min, whole notebook about (\d+) min\."
-    r"|\*\*时间\*\*：核心内容约 (\d+) 分钟，整个笔记本约 (\d+) 分钟。"
+    r"|\*\*时间\*\*：核心内容约 (\d+) 分钟，全部内容约 (\d+) 分钟。"
 )
 ENGLISH, CHINESE = i18n.ENGLISH, i18n.CHINESE
 LANGUAGES = (ENGLISH, CHINESE)
