@@ -30,7 +30,7 @@ os.environ["COURSE_LANG"] = "en"
 # (load 1.5 to 4): the ten lessons' twins 187 s of CPU time (221 s wall), all twenty 220 s (276 s wall).
 collect_ignore_glob = ["notebooks/zh-CN/solutions/*.ipynb"]
 
-# The quick lane, `pytest -m "not slow"`: every module's unit tests in a couple of minutes. What it leaves out is
+# The quick lane, `pytest -m "not slow"`: every module's unit tests in about a minute. What it leaves out is
 # marked here, in one place, by kind: the notebooks under nbval, the files whose every test starts a browser,
 # torchrun, a whole notebook or a benchmark, the tests that use a fixture which does, and the single tests that
 # start processes (a doctor, a kernel, torchrun) or run a slow bank of answers (more than a few seconds each).

@@ -127,9 +127,10 @@ TENSOR_ERRORS: tuple[KnownError, ...] = (
             "logging or metrics on a model's output."
         ),
         fix=tr_lazy(
-            "Detach first: t.detach().cpu().numpy() works for any tensor on any device (.detach() for autograd, "
-            ".cpu() for NumPy); t.numpy(force=True) does the same in one call; for one number, t.item(). Code that "
-            "only evaluates can run under torch.no_grad(), where outputs do not require grad."
+            "Detach first: t.detach().cpu().numpy() works for any tensor on any device (.detach() takes it out of "
+            "the autograd graph, .cpu() copies it to the memory NumPy reads); t.numpy(force=True) does the same in one "
+            "call; for one number, t.item(). Code that only evaluates can run under torch.no_grad(), where outputs do "
+            "not require grad."
         ),
         lesson=tr_lazy("notebook 02 (GPU to CPU), section 4"),
     ),
