@@ -142,3 +142,31 @@ def test_the_adversarial_manifest_names_a_script_and_a_mark_per_machine():
         assert all(case[m] in ("runs", "fails", "?") for m in score_rehearsal.MACHINES)
         for mark in case.get("static", []):
             assert mark.split(":")[0] in KINDS and mark.split(":")[1].isdigit()
+
+
+def test_the_adversarial_set_runs_for_real_against_this_machines_marks(tmp_path):
+    """--real runs each script plainly and compares with the manifest's column for this machine."""
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "ok.py").write_text("print('fine')\n")
+    (folder / "bad.py").write_text("import torch\ntorch.ones(2, 3) @ torch.ones(2, 3)\n")
+    (folder / "loops.py").write_text("while True:\n    pass\n")
+    column = score_rehearsal.this_machine()
+    cases = {"ok": "runs", "bad": "runs", "loops": "runs"}  # bad's mark is wrong on purpose
+    (folder / "manifest.toml").write_text(
+        "".join(f'[[case]]\nname = "{n}"\ngpu = "{m}"\nmac = "{m}"\nlaptop = "{m}"\n\n' for n, m in cases.items())
+    )
+    scored = score_rehearsal.run_adversarial_for_real(folder, timeout=5, jobs=2)
+    assert scored["machine"] == column and (scored["right"], scored["scored"]) == (2, 3)
+    rows = {r["name"]: r for r in scored["cases"]}
+    assert rows["bad"]["got"] == "fails" and rows["bad"]["error"].startswith("RuntimeError: mat1 and mat2 shapes")
+    assert rows["loops"]["got"] == "runs" and "still running after 5 s" in rows["loops"]["error"]
+    table = score_rehearsal.real_table(scored)
+    assert "bad                            NO fails (runs)" in table and table.endswith("marks confirmed: 2/3")
+
+
+def test_the_last_error_line_of_a_traceback():
+    output = 'step 0\nTraceback (most recent call last):\n  File "x.py", line 2\n    y = f()\nRuntimeError: boom\n'
+    assert score_rehearsal.last_error_line(output) == "RuntimeError: boom"
+    assert score_rehearsal.last_error_line("loss: 0.5\nall done\n") == ""
+    assert score_rehearsal.last_error_line("torch.cuda.OutOfMemoryError: CUDA out of memory.").startswith("torch.cuda")

@@ -121,6 +121,7 @@ class Phase:
     env: dict[str, str] = field(default_factory=dict)
     in_scratch: bool = False  # run in the scratch folder (it writes data or checkpoints), else in the repository
     needs_dev: bool = False  # needs the dev extra (pytest, nbval, ipykernel, ...)
+    needs: tuple[str, ...] = ()  # or needs these packages only
     min_gpus: int = 1
     record: Callable[[str], list[dict]] | None = None  # output -> figures for --record (key, what, values, printed)
 
@@ -404,7 +405,7 @@ FIGURES_PHASE = Phase(
     240,
     parse_figures,
     env={"COURSE_DEVICE": "cuda", "COURSE_QUICK": "1", **OFFLINE},
-    needs_dev=True,
+    needs=("nbclient", "nbformat", "ipykernel"),  # what runs a notebook
     record=figure_records,
 )
 
@@ -435,6 +436,16 @@ def nvidia_driver() -> str | None:
     return out.split()[0] if out.split() else None
 
 
+def not_installed(names) -> list[str]:
+    missing = []
+    for name in names:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
 def missing_dev_packages(root: Path = ROOT) -> list[str]:
     """The dev extra's packages (pyproject.toml, with the extras it names of the course itself) not installed."""
     with open(root / "pyproject.toml", "rb") as f:
@@ -447,10 +458,7 @@ def missing_dev_packages(root: Path = ROOT) -> list[str]:
         if name == project["name"]:  # "pytorch-cpu-gpu-course[lab]": that extra's packages
             wanted += [r for extra in re.findall(r"\w+", requirement.split("[", 1)[1]) for r in extras[extra]]
             continue
-        try:
-            metadata.version(name)
-        except metadata.PackageNotFoundError:
-            missing.append(name)
+        missing += not_installed([name])
     return sorted(missing)
 
 
@@ -510,7 +518,7 @@ def results_row(machine: Machine, results: list[Result], date: datetime.date | N
 
 def check(machine: Machine, context: Context, phases: list[Phase], log_dir: Path, deadline_s: float) -> list[Result]:
     results = []
-    missing = missing_dev_packages(context.root) if any(p.needs_dev for p in phases) else []
+    dev_missing = missing_dev_packages(context.root) if any(p.needs_dev for p in phases) else []
     start = _now()
     for i, phase in enumerate(phases, 1):
         print(f"[{i}/{len(phases)}] {phase.name}", flush=True)
@@ -518,7 +526,7 @@ def check(machine: Machine, context: Context, phases: list[Phase], log_dir: Path
         if len(machine.gpus) < phase.min_gpus:
             result = Result(phase.name, "skipped", message=f"needs {phase.min_gpus} GPUs, this machine has "
                             f"{len(machine.gpus)}")  # fmt: skip
-        elif phase.needs_dev and missing:
+        elif missing := dev_missing if phase.needs_dev else not_installed(phase.needs):
             result = Result(phase.name, "not run", message=f"needs {', '.join(missing)}, not installed here. "
                             f"Install them with: {INSTALL}")  # fmt: skip
         elif left < 5:

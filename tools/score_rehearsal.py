@@ -4,6 +4,7 @@
     python tools/score_rehearsal.py --scripts DIR --batch blind   # scripts already here (DIR/<name>.py)
     python tools/score_rehearsal.py --json                        # the same figures as JSON
     python tools/score_rehearsal.py --adversarial                 # the adversarial set, as a GPU, a Mac, a laptop
+    python tools/score_rehearsal.py --adversarial --real          # the same scripts run for real on this machine
 
 The manifest (``tests/rehearse_corpus/manifest.toml``) names each script by repository, commit and path, with
 its sha256 and the device problems marked by hand before the tool ran on it. The scripts are not in this
@@ -303,6 +304,62 @@ def score_adversarial(folder: Path, steps: int, timeout: float, jobs: int, only=
     return {"summary": summary, "cases": rows}
 
 
+def this_machine() -> str:
+    """Which column of the adversarial manifest this machine is: 'gpu', 'mac' or 'laptop'."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "gpu"
+    return "mac" if torch.backends.mps.is_available() else "laptop"
+
+
+def last_error_line(output: str) -> str:
+    """The exception line a traceback ends with ('' when the output holds none)."""
+    lines = [line for line in output.strip().splitlines() if line and not line.startswith((" ", "\t"))]
+    errors = [
+        line for line in lines if ": " in line and line.split(":", 1)[0].split(".")[-1].endswith(("Error", "Exception"))
+    ]
+    return errors[-1][:300] if errors else ""
+
+
+def run_adversarial_for_real(folder: Path, timeout: float, jobs: int, only=None) -> dict:
+    """Each script of ``folder/manifest.toml`` run plainly here (no rehearsal), against its hand mark for this
+    machine: what the real machine does, to check the marks the rehearsal is scored against."""
+    machine = this_machine()
+    with open(folder / "manifest.toml", "rb") as f:
+        cases = [c for c in tomllib.load(f)["case"] if not only or c["name"] in only]
+
+    def one(case: dict) -> dict:
+        top = Path(tempfile.mkdtemp(prefix="real_adv_"))
+        script = top / f"{case['name']}.py"
+        shutil.copyfile(folder / case.get("file", script.name), script)
+        try:
+            done = subprocess.run([sys.executable, script.name], cwd=top, capture_output=True, text=True,
+                                  timeout=timeout, errors="replace")  # fmt: skip
+            got, output = ("runs" if done.returncode == 0 else "fails"), done.stdout + done.stderr
+        except subprocess.TimeoutExpired:  # no device error by then: a loop that runs until stopped runs
+            got, output = "runs", f"(still running after {timeout:.0f} s, stopped)"
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+        error = last_error_line(output) or (output if output.startswith("(still") else "")
+        return {"name": case["name"], "expect": case[machine], "got": got, "error": error}
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        rows = list(pool.map(one, cases))
+    scored = [r for r in rows if r["expect"] != "?"]
+    return {"machine": machine, "right": sum(r["got"] == r["expect"] for r in scored), "scored": len(scored),
+            "cases": rows}  # fmt: skip
+
+
+def real_table(scored: dict) -> str:
+    lines = [f"the adversarial set run for real on this machine (its column: {scored['machine']})"]
+    for r in scored["cases"]:
+        mark = "ok" if r["got"] == r["expect"] or r["expect"] == "?" else "NO"
+        lines.append(f"{r['name']:30} {mark} {r['got']} ({r['expect']})" + (f"  {r['error']}" if r["error"] else ""))
+    lines.append(f"marks confirmed: {scored['right']}/{scored['scored']}")
+    return "\n".join(lines)
+
+
 def adversarial_table(scored: dict) -> str:
     lines = [f"{'script':30} {'gpu':22} {'mac':22} {'laptop':22}"]
     for r in scored["cases"]:
@@ -332,6 +389,12 @@ def adversarial_table(scored: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adversarial", nargs="?", const=str(ADVERSARIAL), help="score the adversarial set (a folder)")
+    p.add_argument(
+        "--real",
+        action="store_true",
+        help="with --adversarial: run the scripts plainly on this machine "
+        "and compare with the manifest's marks for it (a GPU, a Mac or a laptop)",
+    )
     p.add_argument("--manifest", default=str(MANIFEST))
     p.add_argument("--scripts", help="a folder holding <name>.py for each script (otherwise: download)")
     p.add_argument("--cache", default=str(Path.home() / ".cache" / "course-rehearse-corpus"))
@@ -349,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     if opts.adversarial:
         env = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         with mock.patch.dict(os.environ, {**env, "MPLBACKEND": "Agg"}):
+            if opts.real:
+                scored = run_adversarial_for_real(Path(opts.adversarial), opts.timeout, opts.jobs, opts.only)
+                print(json.dumps(scored, indent=1, ensure_ascii=False) if opts.json else real_table(scored))
+                return 0 if scored["right"] == scored["scored"] else 1
             scored = score_adversarial(Path(opts.adversarial), opts.steps, opts.timeout, opts.jobs, opts.only)
         print(json.dumps(scored, indent=1, ensure_ascii=False) if opts.json else adversarial_table(scored))
         return 0
