@@ -463,6 +463,8 @@ def test_arch_rule_mirrors_torchs_own_table(monkeypatch):
         monkeypatch.setattr(torch.version, "cuda", cuda)
         for code in torch.cuda.DEVICE_REQUIREMENT:
             for device in devices:
+                if {code, device} == {101, 110} and code != device:
+                    continue  # Thor's 10.1, renamed 11.0 by CUDA 13: one GPU in torch 2.14's table, two in 2.11's
                 assert doctor_wheels._kernels_run(code, device, cuda) == compatible(device, code), (cuda, code, device)
 
 

@@ -24,6 +24,7 @@ import textwrap
 import tomllib
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -113,6 +114,12 @@ def _checkpoint_from_a_gpu():
         torch.save({"w": torch.ones(2)}, buffer)
     buffer.seek(0)
     return torch.load(buffer, weights_only=True)
+
+
+def _cpu_only_deserialize_message() -> str:
+    """What loading a GPU checkpoint says on a machine without CUDA (a GPU machine says another thing)."""
+    with mock.patch("torch.cuda.is_available", return_value=False):
+        return str(raised(_checkpoint_from_a_gpu))
 
 
 class _Pickled:  # not a tensor, not a plain container: weights_only refuses it
@@ -1047,7 +1054,7 @@ def test_a_message_pasted_without_its_first_lines():
         "windows-spawn-main": _from(spawn_text.group(1), "This probably means"),
         "cuda-oom": _from(recorded("oom"), "GPU 0 has a total capacity"),
         "ddp-unused-parameters": _from(recorded("ddp_unused"), "Parameter indices which did not receive grad"),
-        "cuda-deserialize": _from(str(raised(_checkpoint_from_a_gpu)), "If you are running on a CPU-only machine"),
+        "cuda-deserialize": _from(_cpu_only_deserialize_message(), "If you are running on a CPU-only machine"),
         "fork-reinit": _from(recorded("fork_reinit"), "To use CUDA with multiprocessing"),
         "numpy-cuda": _from(recorded("numpy_cuda"), "Use Tensor.cpu()"),
         "no-nvidia-driver": _from(simulate.NO_DRIVER, "Please check that you have an NVIDIA GPU"),

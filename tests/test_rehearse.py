@@ -24,7 +24,10 @@ def kinds_at(result: dict) -> set[tuple[str, int]]:
 
 
 def plain_cpu_output(script, *args) -> str:
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True).stdout
+    """What the script prints run plainly on the CPU (a GPU machine's GPUs hidden from it)."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout  # fmt: skip
 
 
 def test_method_2_on_a_pretend_gpu_finds_the_labels_and_numpy_at_their_lines_with_the_cpus_numbers():
