@@ -266,3 +266,61 @@ def test_fix_leaves_the_guard_to_the_learner_where_a_definition_needs_the_script
     code = code.replace("class Net(nn.Module):", "class Net(nn.Module):\n    seed = SEED")
     ported, left = port_source(code, "script.py")
     assert "if __name__" not in ported and any("[workers-no-main-guard]" in line for line in left)
+
+
+SPAWN_HEAD = "import torch\nimport torch.multiprocessing as mp\nfrom torch.multiprocessing import start_processes\n\n\n"
+SPAWNS_PER_GPU = {  # one process per CUDA GPU: none where there is no CUDA GPU (the spawn's line)
+    "mp.spawn(print, nprocs=torch.cuda.device_count())\n": 6,
+    "torch.multiprocessing.spawn(print, (), torch.cuda.device_count())\n": 6,
+    "n = torch.cuda.device_count()\nstart_processes(print, nprocs=n)\n": 7,
+    "def main():\n    n_gpus = torch.cuda.device_count()\n    world_size = n_gpus\n"
+    "    mp.spawn(print, nprocs=world_size)\n": 9,
+    # a test of another function's parameter of the same name is not a test of the count
+    "n = torch.cuda.device_count()\n\n\ndef main(n):\n    if n > 1:\n        pass\n\n\nmp.spawn(main, nprocs=n)\n": 14,
+}
+SPAWNS_THAT_START_ONE = [  # at least one process, a count the script tests, or CUDA asked first
+    "mp.spawn(print, nprocs=max(1, torch.cuda.device_count()))\n",
+    "n = torch.cuda.device_count() or 1\nmp.spawn(print, nprocs=n)\n",
+    "n = torch.cuda.device_count()\nn = max(n, 1)\nmp.spawn(print, nprocs=n)\n",
+    "n = torch.cuda.device_count()\nassert n >= 1, 'needs a GPU'\nmp.spawn(print, nprocs=n)\n",
+    "if torch.cuda.is_available():\n    mp.spawn(print, nprocs=torch.cuda.device_count())\n",
+    "mp.spawn(print, nprocs=2)\n",
+]
+
+
+def test_static_reads_a_spawn_of_one_process_per_gpu_and_not_one_that_starts_at_least_one():
+    for body, line in SPAWNS_PER_GPU.items():
+        found = [(f.kind, f.line) for f in read_text(SPAWN_HEAD + body).findings]
+        assert found == [("spawn-per-gpu", line)], body
+    for body in SPAWNS_THAT_START_ONE:
+        assert not read_text(SPAWN_HEAD + body).findings, body
+    (finding,) = read_text(SPAWN_HEAD + next(iter(SPAWNS_PER_GPU))).findings
+    assert not finding.as_json()["blocks"]  # the script exits 0 everywhere: a note, not a failure
+    assert "max(1, torch.cuda.device_count())" in finding.fix and "gloo" in finding.fix
+
+
+BILL = """import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+data = TensorDataset(torch.ones(32, 256), torch.zeros(32, dtype=torch.long))
+for i, (x, y) in enumerate(DataLoader(data, batch_size=16, pin_memory=True)):
+    x = x.to(device, non_blocking=i > 0)  # pinned by the loader: blocking in the first step only
+    y = y.to(device, non_blocking=True)
+    extra = torch.ones(1000).to(device, non_blocking=True)  # pageable: non_blocking has no effect
+"""
+
+
+def test_the_bill_calls_a_copy_from_pinned_memory_without_non_blocking_pinned_and_blocking(tmp_path):
+    script = tmp_path / "bill.py"
+    script.write_text(BILL)
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.rehearse", "--as", "gpu", str(script)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = {line.split(":")[0].strip(): line.strip() for line in done.stdout.splitlines() if "copy(ies)" in line}
+    assert steps["step 1"] == (
+        "step 1: 0 sync(s), 3 copy(ies) to the device, 4.0 KB pageable, 16.5 KB pinned "
+        "(16.4 KB of it blocking: copied without non_blocking=True)"
+    )
+    assert steps["step 2"] == "step 2: 0 sync(s), 3 copy(ies) to the device, 4.0 KB pageable, 16.5 KB pinned"

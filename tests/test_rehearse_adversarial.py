@@ -67,6 +67,10 @@ CASES = {
     ("fork_worker_cuda", "gpu"): (1, "cuda-in-forked-worker"),
     ("fork_worker_cuda", "laptop"): (0, None),
     ("cuda_unguarded_device_count", "laptop"): (1, "no-gpu"),
+    ("spawn_device_count", "mac"): (0, None),  # no process started: a note, exit 0 as on a Mac
+    ("spawn_device_count", "laptop"): (0, None),
+    ("spawn_cpu_fallback", "laptop"): (0, None),
+    ("spawn_cpu_fallback", "gpu"): (0, None),  # its one process is real, outside the pretend GPU: a note says so
     ("nccl_world_one", "gpu"): (0, None),  # last: it starts a process group
 }
 
@@ -78,10 +82,13 @@ def reports(tmp_path_factory) -> dict:
     specs = [
         f"{folder / name if name == 'syntax_error' else ADVERSARIAL / name}.py@{machine}" for name, machine in CASES
     ]
-    specs.append(f"{HERE / 'gpu_only_failure.py'}@gpu")
+    specs += [f"{HERE / 'gpu_only_failure.py'}@gpu", f"{ADVERSARIAL / 'spawn_device_count.py'}@gpu"]
     done = subprocess.run([sys.executable, "-c", CHILD, *specs], capture_output=True, text=True, timeout=900)
     rows = json.loads(done.stdout.split("=== rows ===", 1)[1])
-    return dict(zip([*CASES, ("gpu_only_failure", "gpu")], rows, strict=True))
+    return dict(zip([*CASES, *UNSCORED], rows, strict=True))
+
+
+UNSCORED = [("gpu_only_failure", "gpu"), ("spawn_device_count", "gpu")]  # "could not tell", each for its reason
 
 
 def test_the_manifest_marks_every_case_as_the_tests_expect():
@@ -105,6 +112,22 @@ def test_what_the_run_did_not_model_it_says(reports):
     assert "torch.compile: rehearsed eagerly" in reports[("compile_model", "gpu")]["stopped"]
     assert "NCCL: rehearsed with gloo" in reports[("nccl_world_one", "gpu")]["stopped"]
     assert "on the GPU" in reports[("isinstance_cuda_type", "gpu")]["output"]
+
+
+def test_a_spawn_of_no_process_says_so_and_a_spawned_process_is_not_rehearsed(reports):
+    """mp.spawn(nprocs=torch.cuda.device_count()): on a Mac and a laptop no process starts and the script exits 0,
+    having trained nothing (torch.multiprocessing.spawn with nprocs=0 returns at once)."""
+    for machine in ("mac", "laptop"):
+        report = reports[("spawn_device_count", machine)]
+        (finding,) = report["findings"]
+        assert (finding["kind"], finding["line"], finding["blocks"]) == ("spawn-per-gpu", 28, False)
+        assert "started no process (nprocs=0)" in report["stopped"] and report["exit_code"] == 0
+    # as a GPU it starts one real process, outside the pretend GPU, where NCCL finds no GPU: could not tell, and why
+    gpu = reports[("spawn_device_count", "gpu")]
+    assert gpu["exit_code"] == 3 and gpu["gap"] and not gpu["findings"]
+    assert "started with torch.multiprocessing failed" in gpu["tool_error"] and "NCCL" in gpu["tool_error"]
+    fallback = reports[("spawn_cpu_fallback", "gpu")]
+    assert "started 1 real process(es)" in fallback["stopped"] and not fallback["findings"]
 
 
 def test_a_syntax_error_is_at_the_scripts_own_line(reports):
@@ -146,3 +169,5 @@ def test_static_follows_imports_under_other_names_and_unguarded_cuda_calls():
     }
     for guarded in ("events_guarded", "stream_guarded", "memory_stats_guarded"):
         assert not read(ADVERSARIAL / f"{guarded}.py").problems, guarded
+    assert [(f.kind, f.line) for f in read(ADVERSARIAL / "spawn_device_count.py").findings] == [("spawn-per-gpu", 28)]
+    assert "spawn-per-gpu" not in {f.kind for f in read(ADVERSARIAL / "spawn_cpu_fallback.py").findings}

@@ -90,6 +90,20 @@ KINDS = _kinds(
         tr_lazy("notebook 03, section 6 (device-agnostic code); notebook 00, section 5 (MPS)"),
         blocks=False,
     ),
+    Kind(
+        "spawn-per-gpu",
+        tr_lazy(
+            "one process per CUDA GPU (nprocs from torch.cuda.device_count()): where there is no CUDA GPU, "
+            "mp.spawn starts no process and the script ends (exit code 0) having trained nothing"
+        ),
+        tr_lazy(
+            "start at least one process, nprocs = max(1, torch.cuda.device_count()), and choose by device in each: "
+            "NCCL and torch.device('cuda', rank) on CUDA, gloo and the CPU otherwise (an int rank in .to(rank) "
+            "means cuda:rank)"
+        ),
+        tr_lazy("notebook 08, section 2 (one process per device, gloo on the CPU); notebook 08, section 4 (mp.spawn)"),
+        blocks=False,
+    ),
     # what the rehearsal meets at run time
     Kind(
         "mixed-devices",

@@ -14,15 +14,18 @@ the result of an op there), a CPU generator for a device factory, a custom ``bac
 another device than its input, a DataLoader worker forked after the GPU was used, ``torch.cuda.synchronize()``
 or ``pin_memory()`` where there is no GPU. What a GPU would wait for is counted in ``events``: each sync
 (``.item()``, a Python ``if`` on a device tensor, printing one, a blocking ``.cpu()``, ``.tolist()``, a boolean
-mask) and each copy to the device with its bytes, from pinned or pageable memory; the bytes held per device, with
-their peak, answer ``torch.cuda.memory_allocated(device)`` and ``max_memory_allocated``.
+mask) and each copy to the device with its bytes, from pinned or pageable memory, and whether the CPU waits for
+it; the bytes held per device, with their peak, answer ``torch.cuda.memory_allocated(device)`` and
+``max_memory_allocated``.
 
 Modelled rather than passed to a driver: streams and events (the work is done when queued), ``torch.mps`` memory
 on a Mac, NCCL (rehearsed with gloo, and said so), ``torch.compile`` (run eagerly, and said so), a ``Parameter``
-made from a device tensor (it keeps the device). Not seen: autograd's own ops (they run on CPU data, and ``.grad``
-is tagged when read), what C++ does inside an op, and other threads' ops (the mode is per thread). A failure the
-rehearsal cannot explain is checked against a plain CPU run (``script_run``). A wrapper subclass that reports
-``cuda`` below the dispatcher was rejected: C++ then picks CUDA kernels (a convolution aborts the process).
+made from a device tensor (it keeps the device). ``torch.multiprocessing.spawn`` starts real processes, outside the
+pretend machine, and says so (and says when it starts none: ``nprocs=torch.cuda.device_count()`` without a GPU). Not
+seen: autograd's own ops (they run on CPU data, and ``.grad`` is tagged when read), what C++ does inside an op, and
+other threads' ops (the mode is per thread). A failure the rehearsal cannot explain is checked against a plain CPU
+run (``script_run``). A wrapper subclass that reports ``cuda`` below the dispatcher was rejected: C++ then picks CUDA
+kernels (a convolution aborts the process).
 """
 
 from __future__ import annotations
@@ -147,7 +150,8 @@ class Event:
     where: tuple[str, int]
     step: int
     nbytes: int = 0
-    pinned: bool = False
+    pinned: bool = False  # a copy from pinned memory
+    blocking: bool = True  # without non_blocking=True: the CPU waits for it (always, from pageable memory)
 
 
 @dataclass
@@ -246,8 +250,8 @@ class Ledger:
         ref = self.pinned.get(id(t))
         return ref is not None and ref() is t
 
-    def note(self, what: str, nbytes: int = 0, pinned: bool = False) -> None:
-        self.events.append(Event(what, self.where(), self.step, nbytes, pinned))
+    def note(self, what: str, nbytes: int = 0, pinned: bool = False, blocking: bool = True) -> None:
+        self.events.append(Event(what, self.where(), self.step, nbytes, pinned, blocking))
 
     def on_device(self) -> list[torch.Tensor]:
         return [t for ref, _ in list(self.tags.values()) if (t := ref()) is not None]
@@ -311,7 +315,8 @@ class PretendDevices(TorchFunctionMode):
         if here == device and (dtype is None or dtype == t.dtype) and not copy:
             return t
         if here.type == "cpu" and device.type != "cpu":
-            led.note("copy", t.numel() * t.element_size(), led.is_pinned(t) and non_blocking)
+            pinned = led.is_pinned(t)
+            led.note("copy", t.numel() * t.element_size(), pinned, not (pinned and non_blocking))
         elif here.type != "cpu" and device.type == "cpu" and not non_blocking:
             led.note(".cpu()")  # a device-to-host copy with non_blocking=True does not wait
         moved = t.to(dtype=dtype or t.dtype, copy=True, **extra)
@@ -593,6 +598,29 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         if refused is not None:
             ledger.report("device-index" if "ordinal" in refused else "no-gpu", refused, str(device))
 
+    def counted_start(real):
+        """torch.multiprocessing.spawn / start_processes: nprocs=0 (torch.cuda.device_count() here) starts no
+        process, and the processes it does start are real ones, outside the pretend machine; both are said."""
+
+        def start(fn, args=(), nprocs=1, *rest, **kwargs):
+            if isinstance(nprocs, int) and nprocs < 1:
+                ledger.report("spawn-per-gpu", "", f"nprocs={nprocs}")
+                note = tr(
+                    "torch.multiprocessing started no process (nprocs={n}): the function it was given never ran",
+                    n=nprocs,
+                )
+            else:
+                note = tr(
+                    "torch.multiprocessing started {n} real process(es): they ran outside the rehearsal, as on this "
+                    "machine, not on the pretend one",
+                    n=nprocs,
+                )
+            if note not in ledger.notes:
+                ledger.notes.append(note)
+            return real(fn, args, nprocs, *rest, **kwargs)
+
+        return start
+
     def pin(data, device=None):  # the DataLoader's pin_memory=True, also in its pinning thread
         return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: ledger.mark_pinned(t.clone()), data)
 
@@ -622,6 +650,10 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         mock.patch.object(torch.autograd.function.BackwardCFunction, "apply", backward),
         mock.patch.object(torch.autograd.Function, "apply", classmethod(function_apply)),
         mock.patch.object(torch.utils.data._utils.pin_memory, "pin_memory", pin),
+        mock.patch.object(torch.multiprocessing, "spawn", counted_start(torch.multiprocessing.spawn)),
+        mock.patch.object(
+            torch.multiprocessing, "start_processes", counted_start(torch.multiprocessing.start_processes)
+        ),
         mock.patch.object(torch, "load", _loader(ledger, real_load)),
         mock.patch.object(torch, "save", _saver(ledger, real_save)),
         mock.patch.object(torch.nn.DataParallel, "forward", _one_replica),

@@ -27,6 +27,7 @@ from pathlib import Path
 from unittest import mock
 
 import torch
+from torch.multiprocessing.spawn import ProcessException
 from torch.overrides import TorchFunctionMode
 
 from helpers.course.i18n import tr
@@ -227,23 +228,32 @@ def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
         copies = [e for e in events if e.what == "copy"]
         pinned = sum(e.nbytes for e in copies if e.pinned)
         pageable = sum(e.nbytes for e in copies if not e.pinned)
+        waited = sum(e.nbytes for e in copies if e.pinned and e.blocking)  # pinned, without non_blocking=True
         sites = tr("; ").join(
             f"{tr(what)} {Path(f).name}:{line}" + (f" x{n}" if n > 1 else "") for (what, (f, line)), n in syncs.items()
         )
-        label = tr("before the first batch") if step == 0 else tr("step {n}", n=step)
-        lines.append(
-            "  "
-            + tr(
+        fields = {
+            "label": tr("before the first batch") if step == 0 else tr("step {n}", n=step),
+            "syncs": sum(syncs.values()),
+            "sites": tr(" ({sites})", sites=sites) if sites else "",
+            "copies": len(copies),
+            "pageable": _bytes(pageable),
+            "pinned": _bytes(pinned),
+            "waited": _bytes(waited),
+        }
+        if any(e.pinned and e.blocking for e in copies):
+            line = tr(
+                "{label}: {syncs} sync(s){sites}, {copies} copy(ies) to the device, {pageable} pageable, {pinned} "
+                "pinned ({waited} of it blocking: copied without non_blocking=True)",
+                **fields,
+            )
+        else:
+            line = tr(
                 "{label}: {syncs} sync(s){sites}, {copies} copy(ies) to the device, {pageable} "
                 "pageable, {pinned} pinned",
-                label=label,
-                syncs=sum(syncs.values()),
-                sites=tr(" ({sites})", sites=sites) if sites else "",
-                copies=len(copies),
-                pageable=_bytes(pageable),
-                pinned=_bytes(pinned),
+                **fields,
             )
-        )
+        lines.append("  " + line)
     if len(by_step) > limit:
         lines.append("  " + tr("... and {n} more step(s) like these", n=len(by_step) - limit))
     return lines
@@ -287,6 +297,15 @@ def _classify(report: Report, err: BaseException, script: str, machine: Machine,
         return
     if frames and frames[-1].filename.startswith(ours) and not torch_raised:
         report.tool_error = f"{type(err).__name__}: {err}"
+        return
+    if isinstance(err, ProcessException):  # a process torch.multiprocessing started: a real one, not rehearsed
+        lines = [t for t in text.strip().splitlines() if t.strip() and t.strip() != ")"]
+        report.gap = True
+        report.tool_error = tr(
+            "could not tell: a process the script started with torch.multiprocessing failed, and such processes "
+            "run outside the rehearsal, as on this machine: {error}",
+            error=(lines[-1] if lines else type(err).__name__)[:300],
+        )
         return
     if any(m in text for m in _DRIVER_TEXTS):
         if not machine.cuda:  # torch.cuda (or NCCL) reached on a machine without a CUDA GPU: it fails there too

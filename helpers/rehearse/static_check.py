@@ -7,7 +7,9 @@ types; a CUDA default tensor type or default device; ``torch.load`` without ``ma
 whose ``state_dict`` is taken from the wrapper; DataLoader workers the script starts without a ``__main__`` guard;
 ``.numpy()`` of a tensor that went to the device (names followed through assignments, without ``.cpu()``); a device
 chosen between CUDA and the CPU only (no Mac); a ``torch.cuda`` call that fails without CUDA (``synchronize``,
-``Event``, ``get_device_name``...) reached unguarded in a script that picks its device at run time. Names are read
+``Event``, ``get_device_name``...) reached unguarded in a script that picks its device at run time; ``mp.spawn`` (or
+``start_processes``) of ``torch.cuda.device_count()`` processes, directly or through a name assigned from it that
+no ``if``/``assert`` of its scope tests (none start where there is no CUDA GPU). Names are read
 through their imports (``import torch as t``, ``from torch import cuda, load``). It cannot follow values across
 files or through containers.
 """
@@ -25,6 +27,7 @@ from helpers.rehearse.findings import Finding, Report
 
 _INDEX = re.compile(r"^cuda:(\d+)$")
 _MAIN_GUARD = m.If(test=m.Comparison(left=m.Name("__name__")))
+_SPAWNS = ("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes")
 
 
 # torch.cuda calls that raise where CUDA is missing (is_available, device_count, manual_seed, empty_cache and the
@@ -84,6 +87,10 @@ class _Reader(m.MatcherDecoratableVisitor):
         self.found: list[tuple[int, str, str]] = []
         self.guards = 0  # inside an if / ifexp that asks is_available()
         self.functions = 0
+        self.scopes: list[str] = []  # the functions the reader is in
+        self.gpu_counts: dict[tuple, set[str]] = {}  # (scope, name) assigned from device_count(): names on its way
+        self.tested: set[tuple] = set()  # (scope, name) an if / assert / while tests
+        self.spawns: list[tuple[int, tuple, set[str], str]] = []  # unguarded spawns of a count: line, scope, names
         self.main_guard = 0
         self.has_main_guard = has_main_guard(code)
         self.mentions_mps = "mps" in code
@@ -140,7 +147,17 @@ class _Reader(m.MatcherDecoratableVisitor):
             return True
         return bool(_GUARD_TEXT.search(cst.Module([]).code_for_node(test)))
 
+    def _tests(self, test: cst.BaseExpression) -> None:
+        self.tested |= {(tuple(self.scopes), n.value) for n in m.findall(test, m.Name())}
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._tests(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._tests(node.test)
+
     def visit_If(self, node: cst.If) -> None:
+        self._tests(node.test)
         if m.matches(node, _MAIN_GUARD):
             self.main_guard += 1
         if self._guards(node.test):
@@ -154,6 +171,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             self.guards -= 1
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._tests(node.test)
         if self._guards(node.test):
             self.guards += 1
             self._fallback(node)
@@ -168,9 +186,11 @@ class _Reader(m.MatcherDecoratableVisitor):
 
     def visit_FunctionDef(self, node) -> None:
         self.functions += 1
+        self.scopes.append(node.name.value)
 
     def leave_FunctionDef(self, node) -> None:
         self.functions -= 1
+        self.scopes.pop()
 
     def _fallback(self, node) -> None:
         if self.fallback_line is None and _mentions(node.test, "cuda.is_available"):
@@ -192,11 +212,36 @@ class _Reader(m.MatcherDecoratableVisitor):
                 self.wrapper_lines[name] = self.line(node)
             if name and self._on_device(value):
                 self.device_names.add(name)
+            if isinstance(target.target, cst.Name) and not self.guards:
+                scope = tuple(self.scopes)
+                if self._counts_gpus(value):
+                    self.gpu_counts[(scope, name)] = {name}
+                elif isinstance(value, cst.Name) and (scope, value.value) in self.gpu_counts:  # world_size = n_gpus
+                    self.gpu_counts[(scope, name)] = {name, *self.gpu_counts[(scope, value.value)]}
+                else:  # world_size = max(world_size, 1)
+                    self.gpu_counts.pop((scope, name), None)
         if isinstance(value, cst.SimpleString) and _string(value) in ("cuda", "cuda:0") and not self.guards:
             self.add(node, "cuda-call", f"{_dotted(node.targets[0].target)} = {value.value}")
 
     def leave_Assign(self, node: cst.Assign) -> None:
         self._loader_name = ""
+
+    def _counts_gpus(self, value: cst.BaseExpression) -> bool:
+        """``torch.cuda.device_count()`` itself (not ``max(1, ...)``, not ``... or 1``)."""
+        return isinstance(value, cst.Call) and self.canon(_dotted(value.func)) == "torch.cuda.device_count"
+
+    def _spawn(self, node: cst.Call, args: list[cst.Arg], kwargs: dict) -> None:
+        """``mp.spawn(fn, ..., nprocs=N)``: N is torch.cuda.device_count(), or a name assigned from it (read at the
+        end, when the tests of the name are known)."""
+        nprocs = kwargs.get("nprocs", args[2].value if len(args) > 2 else None)
+        if nprocs is None or self.guards:
+            return
+        code = cst.Module([]).code_for_node(node)
+        code = code if len(code) <= 100 else code[:97] + "..."
+        if self._counts_gpus(nprocs):
+            self.add(node, "spawn-per-gpu", code)
+        elif isinstance(nprocs, cst.Name) and (names := self.gpu_counts.get((tuple(self.scopes), nprocs.value))):
+            self.spawns.append((self.line(node), tuple(self.scopes), names, code))
 
     def _on_device(self, value: cst.BaseExpression) -> bool:
         code = cst.Module([]).code_for_node(value)
@@ -255,6 +300,8 @@ class _Reader(m.MatcherDecoratableVisitor):
         elif func.startswith("torch.cuda.") and func.count(".") == 2 and last in _CUDA_ONLY:
             if not self.guards and self.picks_at_run_time:
                 self.add(node, "cuda-api-unguarded", f"{func}()")
+        elif func in _SPAWNS:
+            self._spawn(node, args, kwargs)
         elif last == "numpy" and isinstance(node.func, cst.Attribute) and not _forced(kwargs.get("force")):
             self.numpy_calls.append((self.line(node), cst.Module([]).code_for_node(node.func.value)))
         if "device" in kwargs:
@@ -283,6 +330,9 @@ class _Reader(m.MatcherDecoratableVisitor):
             self.add(node, "device-literal", "os.environ['CUDA_VISIBLE_DEVICES']")
 
     def finish(self) -> None:
+        for line, scope, names, code in self.spawns:
+            if not {(scope, n) for n in names} & self.tested:
+                self.found.append((line, "spawn-per-gpu", code))
         for name, (line, _) in self.top_loaders.items():
             if name in self.top_iterated:
                 self.found.append((line, "workers-no-main-guard", "DataLoader(num_workers=...)"))
