@@ -14,7 +14,10 @@ Each measurement runs on its own and writes its own file, so one that fails leav
 - ``readings.json``: allocated, reserved, ``mem_get_info`` and ``nvidia-smi`` after the steps; peak allocated against
   batch size; host-to-device and device-to-host copy bandwidth, pageable against pinned, 4 KB to 256 MB.
 
-Without a CUDA GPU it says so and writes nothing.
+With ``--record [FILE]`` it also reduces them to what the lessons draw and merges them, as records labelled with the
+GPU, driver, torch, CUDA version and date, into ``helpers/course/gpu_traces.json`` (or FILE): the traces as the
+lanes of ``helpers.lab.timeline``, the memory timeline in MiB by category, and the readings. A new record replaces
+the one with the same key and GPU. Without a CUDA GPU it says so and writes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from torch.utils.data import DataLoader, TensorDataset
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from helpers.lab import timeline  # noqa: E402
 from helpers.lesson.models import Tudui  # noqa: E402
 
 MiB = 2**20
@@ -195,9 +199,90 @@ def record_readings(out: Path, device: torch.device, smi_before: int | None) -> 
     return path.name
 
 
+MEMORY_CATEGORIES = (
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+)  # torch.profiler's order in export_memory_timeline, after a 0 column
+WHAT = {
+    "trace_article_b64": "notebook 06: 3 steps of the article's loop (blocking copies, loss.item() each step), "
+    "batch 64",
+    "trace_overlapped_b64": "notebook 06: 3 steps of the overlapped loop (2 workers, pinned batches, non_blocking "
+    "copies, the loss kept on the GPU), batch 64",
+    "trace_article_b1024": "notebook 06: 3 steps of the article's loop, batch 1024",
+    "trace_overlapped_b1024": "notebook 06: 3 steps of the overlapped loop, batch 1024",
+    "memory_timeline": "notebook 07: memory by category over 3 training steps of Tudui (batch 256, Adam), MiB",
+    "readings": "notebook 07: allocated, reserved and nvidia-smi after 3 steps; peak allocated by batch size; "
+    "copy bandwidth 4 KB to 256 MB, pageable and pinned, both ways",
+}
+
+
+def merged(spans: list, gap_ms: float) -> list:
+    """Adjacent spans of a lane closer than ``gap_ms`` drawn as one (what the figure shows, in fewer numbers)."""
+    out = []
+    for s in sorted(spans, key=lambda s: (s.lane, s.start_ms)):
+        last = out[-1] if out else None
+        if last and last.lane == s.lane and s.start_ms - (last.start_ms + last.ms) < gap_ms:
+            end = max(last.start_ms + last.ms, s.start_ms + s.ms)
+            out[-1] = timeline.Span(s.lane, "", last.start_ms, end - last.start_ms)
+        else:
+            out.append(s if s.lane in ("data", "step", "wait") else timeline.Span(s.lane, "", s.start_ms, s.ms))
+    return sorted(out, key=lambda s: s.start_ms)
+
+
+def reduced(name: str, path: Path):
+    """What a lesson draws of a recorded file."""
+    if name.startswith("trace_"):
+        return {"spans": [[s.lane, s.name, round(s.start_ms, 3), round(s.ms, 3)]
+                          for s in merged(timeline.spans(path), gap_ms=0.02)]}  # fmt: skip
+    if name == "memory_timeline":  # the steps only: 1 ms before the first activation to the last with Adam's state
+        times, sizes = json.loads(path.read_text())
+        moving = [i for i, row in enumerate(sizes) if row[1 + MEMORY_CATEGORIES.index("activation")] > 0]
+        state = [row[1 + MEMORY_CATEGORIES.index("optimizer_state")] for row in sizes]
+        whole = [i for i, v in enumerate(state) if v == max(state)]  # after these, the model and its state are freed
+        start = times[moving[0]] - 1000  # µs
+        kept = [k for k, t in enumerate(times[: whole[-1] + 1]) if t >= start]
+        mib = {c: [round(sizes[k][i + 1] / MiB, 3) for k in kept] for i, c in enumerate(MEMORY_CATEGORIES)}
+        return {"ms": [round((times[k] - start) / 1e3, 3) for k in kept], "mib": mib}
+    return json.loads(path.read_text())
+
+
+def records(out: Path, machine: dict) -> list[dict]:
+    """The records of what was recorded in ``out`` (files that failed are left out)."""
+    fields = {k: machine[k] for k in ("gpu", "driver", "torch", "cuda", "date")}
+    return [{"key": name, "what": WHAT[name], "data": reduced(name, out / file), **fields,
+             "command": "python tools/gpu_traces.py --record"}
+            for name, file in machine["files"].items() if file and name in WHAT]  # fmt: skip
+
+
+def write_records(path: Path, new: list[dict]) -> None:
+    what = "Traces and memory recorded on a real GPU for the lessons' pictures (tools/gpu_traces.py)."
+    data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"what": what}
+    replaced = {(r["key"], r["gpu"]) for r in new}
+    kept = [r for r in data.get("records", []) if (r["key"], r["gpu"]) not in replaced]
+    data["records"] = sorted(kept + new, key=lambda r: (r["key"], r["gpu"]))
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def nvidia_driver() -> str:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
+                              capture_output=True, text=True, timeout=20)  # fmt: skip
+        return done.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/gpu_traces.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs") / "gpu_traces")
+    parser.add_argument("--record", nargs="?", const=timeline.TRACES_FILE, type=Path, metavar="FILE",
+                        help="also merge what was recorded into FILE (default: the course's data file)")  # fmt: skip
     args = parser.parse_args(argv)
     smi_before = nvidia_smi_used_mib()
     if not torch.cuda.is_available():
@@ -205,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     device = torch.device("cuda", 0)
     args.out.mkdir(parents=True, exist_ok=True)
-    machine = {"gpu": torch.cuda.get_device_name(device), "torch": torch.__version__, "cuda": torch.version.cuda,
-               "date": datetime.date.today().isoformat(), "files": {}}  # fmt: skip
+    machine = {"gpu": torch.cuda.get_device_name(device), "driver": nvidia_driver(), "torch": torch.__version__,
+               "cuda": torch.version.cuda, "date": datetime.date.today().isoformat(), "files": {}}  # fmt: skip
     jobs = [(f"trace_{loop}_b{batch}", lambda loop=loop, batch=batch: record_trace(args.out, loop, batch, device))
             for batch in (64, 1024) for loop in LOOPS]  # fmt: skip
     jobs += [("memory_timeline", lambda: record_memory_timeline(args.out, device)),
@@ -222,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
             machine["files"][name] = None
             print(f"{name}: FAILED\n{traceback.format_exc()}")
     (args.out / "machine.json").write_text(json.dumps(machine, indent=1))
+    if args.record:
+        new = records(args.out, machine)
+        write_records(args.record, new)
+        print(f"recorded {len(new)} record(s) in {args.record}")
     return 1 if failed else 0
 
 
