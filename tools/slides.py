@@ -23,7 +23,8 @@ require.js 2.1.10 and jQuery 2.2.4, fetched once from the npm registry (https://
 (``$COURSE_SLIDES_CACHE``, by default ``~/.cache/pytorch-cpu-gpu-course/slides``) and copied into DIR. So the
 first export needs the network; after that exports and the exported slides work offline (DIR can be copied to a
 USB stick: open DIR/NN_name.slides.html). MathJax and mermaid, which the template also loads from CDNs, are
-replaced by a local no-op: the lessons have no formulas and no diagrams. A notebook's widget state is left out
+replaced by a local no-op: the lessons have no formulas and no mermaid diagrams (their diagrams are images that cells
+draw, stored in the notebooks). A notebook's widget state is left out
 (the progress bars show their text). Only the Colab badge's image stays remote: offline its alt text shows.
 
 The exported slides are made for a projector (tools/slides_template/: nbconvert's reveal template with the course's

@@ -127,3 +127,32 @@ def plot_timings(seconds: dict[str, float], title: str = tr_lazy("Time per epoch
         ax.set_title(label(title))
         fig.tight_layout()
     return fig
+
+
+def plot_sampler_split(read: dict, items: list[int]):
+    """Which rank reads each item, epoch by epoch, without and with ``set_epoch`` (notebook 08's ``read``:
+    (set_epoch called?, rank) -> the indices that rank reads in each epoch); returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    colours = ("tab:blue", "tab:orange")
+    epochs = len(read[False, 0])
+    with figure_context():
+        fig, axes = plt.subplots(1, 2, figsize=(9, 2.6), sharey=True)
+        for ax, call_set_epoch in zip(axes, (False, True), strict=True):
+            for epoch in range(epochs):
+                for rank in (0, 1):
+                    for position, item in enumerate(read[call_set_epoch, rank][epoch]):
+                        ax.add_patch(plt.Rectangle((item, epoch), 0.9, 0.8, color=colours[rank]))
+                        ax.text(item + 0.45, epoch + 0.4, str(position), ha="center", va="center", fontsize=7,
+                                color="white")  # fmt: skip
+            ax.set_xlim(0, len(items))
+            ax.set_ylim(epochs, 0)
+            ax.set_xticks([i + 0.45 for i in items], [str(i) for i in items])
+            ax.set_yticks([e + 0.4 for e in range(epochs)], [label(tr_lazy("epoch {e}"), e=e) for e in range(epochs)])
+            ax.set_xlabel(label(tr_lazy("item of the dataset")))
+            ax.set_title(label(tr_lazy("with set_epoch") if call_set_epoch else tr_lazy("without set_epoch")))
+        handles = [Patch(color=colours[r], label=label(tr_lazy("read by rank {r}"), r=r)) for r in (0, 1)]
+        fig.legend(handles=handles, loc="upper center", ncols=2, fontsize=8, bbox_to_anchor=(0.5, 1.02))
+        fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
