@@ -168,6 +168,8 @@ NEWEST_ONLY_FILES = {
     "test_grade_points.py",
     "test_grade_release.py",
     "test_gpu_figures.py",
+    "test_pictures.py",
+    "test_schematics.py",
     "test_markers.py",
 }
 CHINESE_EDITION = Path(__file__).resolve().parent / "notebooks" / "zh-CN"

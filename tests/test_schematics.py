@@ -43,6 +43,7 @@ WORDS = {  # a few words each diagram must show, in English
         "spawn: a fresh Python\nthat imports the main module",
     ],
     "rehearsal": ["the CPU, pretending to be a GPU", "findings: line, problem, fix"],
+    "meta_device": ['torch.empty(4096, 4096, device="meta")', "shape and dtype only: 0 bytes allocated"],
 }
 CATALOG = course.ROOT / "helpers" / "locale" / "zh_CN" / "LC_MESSAGES" / "lab.schematics.po"
 

@@ -299,6 +299,20 @@ def rehearsal():
     return fig
 
 
+def meta_device():
+    """A tensor on ``meta`` has a shape and a dtype, so its size can be counted, but no data: nothing is allocated."""
+    with figure_context():
+        fig, ax = _canvas(9, 3.2)
+        _box(ax, 2, 16, 40, 10, 'torch.empty(4096, 4096, device="cpu")', HOST, size=8)
+        _box(ax, 50, 16, 38, 10, 'torch.empty(4096, 4096, device="meta")', "white", size=8)
+        ax.text(22, 10, label(tr_lazy("shape, dtype and 64 MiB of memory")), ha="center", fontsize=8)
+        ax.text(69, 10, label(tr_lazy("shape and dtype only: 0 bytes allocated")), ha="center", fontsize=8)
+        ax.text(45, 2, label(tr_lazy("numel() x element_size() counts the 64 MiB on either")), ha="center",
+                fontsize=8, color=NOTE)  # fmt: skip
+        fig.tight_layout()
+    return fig
+
+
 def fsdp_shards(ranks: int = 2):
     """FSDP: each process keeps 1/N of the parameters; a layer's are gathered whole for its forward and backward,
     and its gradients are reduce-scattered back into shards."""
@@ -337,6 +351,7 @@ DIAGRAMS = {
     "buffers_move": buffers_move,
     "fork_vs_spawn": fork_vs_spawn,
     "rehearsal": rehearsal,
+    "meta_device": meta_device,
 }
 
 
