@@ -13,6 +13,7 @@ import functools
 import html
 import http.server
 import importlib.util
+import json
 import re
 import threading
 import time
@@ -276,6 +277,10 @@ class Tab:
 
 BROKEN_IMAGES = "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
 LINKS = "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
+OUTPUT_PICTURES = (  # the pictures a page shows in its cells' outputs, loaded, with their alt text
+    "() => [...document.querySelectorAll('.cell_output img')]"
+    ".filter(i => i.complete && i.naturalWidth > 0 && i.alt).length"
+)
 COLAB_BUTTONS = (  # the theme's "Launch on Colab" in the header, then ours under the title
     "() => [...document.querySelectorAll('a.dropdown-item[href*=\"colab.research\"], a.course-button-colab')]"
     ".map(a => a.href)"
@@ -300,6 +305,12 @@ COPY_BUTTONS = (  # [code blocks with a copy button, code blocks, output blocks 
 )
 
 
+def stored_pictures(notebook: Path) -> int:
+    """The image outputs a notebook stores (what its page must show)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum("image/png" in o.get("data", {}) for c in cells if c["cell_type"] == "code" for o in c["outputs"])
+
+
 def notebook_of(rel: str) -> tuple[Path, str]:
     """The notebook a page shows and the page's language: ``zh-CN/notebooks/x.html`` is ``notebooks/zh-CN/x``."""
     lang = "zh-CN" if rel.startswith("zh-CN/") else "en"
@@ -312,7 +323,8 @@ def notebook_of(rel: str) -> tuple[Path, str]:
 
 
 def test_every_page_in_the_browser(browser, built, server):
-    """Loads without console errors or requests off the site; images load; links and anchors resolve; a notebook's
+    """Loads without console errors or requests off the site; images load, a notebook's pictures all shown; links and
+    anchors resolve; a notebook's
     page has its three buttons and every Colab link on it opens that very notebook; no test scaffolding shows; every
     page links to the same page in the other language. Both languages: the Chinese pages are under zh-CN/."""
     from tools import build_site
@@ -346,6 +358,8 @@ def test_every_page_in_the_browser(browser, built, server):
                 problems.append(f"{rel}: the link to the other language is {switch}")
         notebook, lang = notebook_of(rel)
         if notebook.exists():
+            shown, stored = tab.js(OUTPUT_PICTURES), stored_pictures(notebook)
+            problems += [f"{rel}: shows {shown} of its {stored} pictures"] * (shown != stored)
             own = course.colab_url(notebook)
             buttons = tab.js(COLAB_BUTTONS)
             wanted = [own, own] if lang == "en" else [own]  # the theme's launch button opens the English one

@@ -86,7 +86,7 @@ def test_the_recordings_shipped_name_their_gpu_and_lanes():
     for record in data["records"]:
         assert all(record[f] for f in ("gpu", "driver", "torch", "cuda", "date", "command", "what")), record["key"]
     article = timeline.recorded("trace_article_b1024")
-    assert {s.lane for s in article["spans"]} == set(timeline.LANES)  # every lane, the GPU's included
+    assert {s.lane for s in article["spans"]} == set(timeline.LANES) - {"comm"}  # every lane but collectives
 
 
 def test_two_recorded_traces_share_one_time_axis(monkeypatch, capsys):
@@ -173,3 +173,13 @@ def test_the_recorded_ladder_is_read_from_the_lines_the_gpu_printed():
     bars = fig.axes[0].patches
     assert len(bars) == len(rows) and [b.get_hatch() for b in bars].count("//") == 2  # two rungs learned less
     assert gpu_readings.LADDER_ROW.match("article loop           11000      1.00x    100.0%")
+
+
+def test_the_ddp_script_profiles_three_steps_of_its_rank(tmp_path):
+    """ddp_train --profile DIR (here one process, no torchrun): rank 0's trace, three steps, as lesson 08 draws it."""
+    from helpers.distributed import ddp_train
+
+    ddp_train.main(["--device", "cpu", "--epochs", "1", "--samples", "160", "--profile", str(tmp_path)])
+    spans = timeline.spans(tmp_path / "rank0.json")
+    assert [s.lane for s in spans].count("step") == 3 and "ops" in {s.lane for s in spans}
+    assert timeline.lane_of({"cat": "user_annotation", "name": "gloo:all_reduce", "ts": 0, "dur": 1}) == "comm"

@@ -34,7 +34,8 @@ non-fuzzy entries (the English shows otherwise), and the tests fail while any en
 
 A generated notebook is its English notebook with the markdown blocks, the comments and the printed texts
 translated, links to course notebooks pointed at their Chinese twins, and the setup cell's ``setup()`` made
-``setup(lang="zh-CN")`` (the course then speaks Chinese at run time). Code and metadata are copied as they are. The
+``setup(lang="zh-CN")`` (the course then speaks Chinese at run time). Code and metadata are copied as they are, but
+for a picture's alt text (``metadata.mystnb.image.alt``, an entry of the catalog like a comment). The
 stored outputs are the twin's own run in Chinese, in the mode the English ones are (quick mode, CPU:
 ``tools/refresh_notebooks.py``): ``build --outputs`` re-runs the twins; a plain ``build`` keeps each code cell's
 stored outputs while its code is unchanged, and gives a new or changed cell the English outputs until ``--outputs``
@@ -324,6 +325,13 @@ def notebook_messages(nb) -> Iterator[tuple[str, int, bool]]:
                 yield comment.text, index + 1, False
             for literal in printed_literals(cell.source):
                 yield literal.text, index + 1, literal.formatted
+            if alt := picture_alt(cell):
+                yield alt, index + 1, False
+
+
+def picture_alt(cell) -> str:
+    """The alt text a code cell gives the pictures it draws (``metadata.mystnb.image.alt``, which the site shows)."""
+    return cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
 
 
 def markdown_messages(text: str) -> Iterator[tuple[str, int]]:
@@ -618,6 +626,8 @@ def translate_notebook(english: Path, table: dict[str, str]):
             if "from helpers.colab import setup" in source:
                 source = re.sub(r"^setup\(\)$", SETUP_CALL_ZH, source, flags=re.MULTILINE)
             cell.source = source
+            if (alt := picture_alt(cell)) in table:
+                cell.metadata["mystnb"]["image"]["alt"] = table[alt]
     out.metadata["course"] = {"language": LANG, "translated_from": course.repo_path(english)}
     return out
 

@@ -14,6 +14,7 @@ different part of the data (``DistributedSampler``). Tudui on synthetic CIFAR-sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import json
@@ -24,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from helpers.lesson.checkpoints import save
@@ -109,6 +111,18 @@ def fingerprint(model: nn.Module) -> str:
     return digest.hexdigest()[:12]
 
 
+def step_profiler(folder: str, rank: int, device: torch.device):
+    """torch.profiler over this rank's steps 2 to 4 (step 1: warm-up), the trace written to FOLDER/rank<N>.json as
+    the recording ends; nothing without FOLDER."""
+    if not folder:
+        return contextlib.nullcontext()
+    path = Path(folder) / f"rank{rank}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    return profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                   on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)))  # fmt: skip
+
+
 def train(args: argparse.Namespace) -> dict:
     rank, world_size, device = setup(args.device, args.timeout)
     torch.manual_seed(args.seed)  # the same initial weights in every process (DDP also copies rank 0's)
@@ -128,26 +142,30 @@ def train(args: argparse.Namespace) -> dict:
         f"lr {args.lr}, on {device.type}")  # fmt: skip
 
     losses = []
-    for epoch in range(start, args.epochs):
-        if not args.no_set_epoch:
-            sampler.set_epoch(epoch)  # a new shuffle every epoch, the same one on every rank
-        step_losses = []
-        for imgs, targets in loader:
-            imgs, targets = imgs.to(device), targets.to(device)
-            loss = loss_fn(model(imgs), targets)
-            optimizer.zero_grad()
-            loss.backward()  # DDP: the gradients are averaged over all processes here
-            optimizer.step()
-            step_losses.append(loss.detach())
-        epoch_losses = mean_over_ranks(torch.stack(step_losses)).tolist()
-        losses += epoch_losses
-        log(f"epoch {epoch + 1}: mean loss {sum(epoch_losses) / len(epoch_losses):.4f}")
-        if args.checkpoint:
-            if rank == 0:  # one writer; plain.state_dict() has no "module." prefix
-                save({"model": plain.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
-                     args.checkpoint)  # fmt: skip
-            if world_size > 1:
-                dist.barrier()  # no rank reads the file, or exits, before it is complete
+    with step_profiler(args.profile, rank, device) as prof:  # nothing without --profile
+        for epoch in range(start, args.epochs):
+            if not args.no_set_epoch:
+                sampler.set_epoch(epoch)  # a new shuffle every epoch, the same one on every rank
+            step_losses = []
+            for imgs, targets in loader:
+                with record_function("training step"):
+                    imgs, targets = imgs.to(device), targets.to(device)
+                    loss = loss_fn(model(imgs), targets)
+                    optimizer.zero_grad()
+                    loss.backward()  # DDP: the gradients are averaged over all processes here
+                    optimizer.step()
+                    step_losses.append(loss.detach())
+                if prof is not None:
+                    prof.step()
+            epoch_losses = mean_over_ranks(torch.stack(step_losses)).tolist()
+            losses += epoch_losses
+            log(f"epoch {epoch + 1}: mean loss {sum(epoch_losses) / len(epoch_losses):.4f}")
+            if args.checkpoint:
+                if rank == 0:  # one writer; plain.state_dict() has no "module." prefix
+                    save({"model": plain.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1},
+                         args.checkpoint)  # fmt: skip
+                if world_size > 1:
+                    dist.barrier()  # no rank reads the file, or exits, before it is complete
 
     prints = [fingerprint(plain)] * world_size
     if world_size > 1:
@@ -184,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", default="", help="JSON file with the losses and parameter fingerprints (rank 0)")
     p.add_argument("--no-set-epoch", action="store_true", help="the bug: the same data order every epoch")
     p.add_argument("--timeout", type=float, default=120, help="seconds a collective may wait before failing")
+    p.add_argument("--profile", default="", metavar="DIR", help="profile steps 2-4 of each rank: DIR/rank<N>.json")
     return p
 
 

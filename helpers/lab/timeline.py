@@ -2,10 +2,11 @@
 
 :func:`spans` reads a ``torch.profiler`` trace (the profiler itself, a Chrome trace file, or its JSON) into
 ``Span``s on a few lanes a learner can read: the batches the ``DataLoader`` hands over, the training steps the
-loop marks with ``record_function``, the CPU's operators, the CPU waiting for the GPU, the GPU's kernels and its
-copies. :func:`plot_timeline` draws them. A GPU's lanes for a machine without one come from traces recorded on a
-real GPU (``gpu_traces.json`` beside ``helpers/course/gpu_figures.json``, written by ``python tools/gpu_traces.py
---record``): :func:`recorded` returns one with the GPU and date it was recorded on, or None.
+loop marks with ``record_function``, the CPU's operators, the CPU waiting for the GPU, a process group's
+collectives, the GPU's kernels and its copies. :func:`plot_timeline` draws them. A GPU's lanes for a machine
+without one come from traces recorded on a real GPU (``gpu_traces.json`` beside ``helpers/course/gpu_figures.json``,
+written by ``python tools/gpu_traces.py --record``): :func:`recorded` returns one with the GPU and date it was
+recorded on, or None.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ LANES = {  # lane -> what the figure calls it, top to bottom
     "step": tr_lazy("training step (record_function)"),
     "ops": tr_lazy("CPU: operators"),
     "wait": tr_lazy("CPU waits for the GPU"),
+    "comm": tr_lazy("collectives (the backend's thread)"),
     "kernels": tr_lazy("GPU: kernels"),
     "copies": tr_lazy("GPU: copies"),
 }
-COLOURS = {"data": "tab:orange", "step": "tab:gray", "ops": "tab:blue", "wait": "tab:red", "kernels": "tab:green",
-           "copies": "tab:purple"}  # fmt: skip
+COLOURS = {"data": "tab:orange", "step": "tab:gray", "ops": "tab:blue", "wait": "tab:red", "comm": "tab:brown",
+           "kernels": "tab:green", "copies": "tab:purple"}  # fmt: skip
 # Titles the notebooks pass in, so the catalog has them.
 TITLES = (
     tr_lazy("The article's loop on {device}: 3 profiled steps"),
@@ -82,7 +84,9 @@ def lane_of(event: dict, queued: frozenset = frozenset()) -> str | None:
     if cat == "user_annotation":
         if name.startswith("enumerate(DataLoader)"):
             return "data"
-        return None if name.startswith(("ProfilerStep#", "Optimizer.")) else "step"
+        if name.startswith(("gloo:", "nccl:")):  # a collective, as the process group's backend runs it
+            return "comm"
+        return None if name.startswith(("ProfilerStep#", "Optimizer.", "DistributedDataParallel.")) else "step"
     if cat == "cuda_runtime" and name in WAITS:
         return None if event.get("args", {}).get("correlation") in queued else "wait"
     return {"cpu_op": "ops", "kernel": "kernels", "gpu_memcpy": "copies", "gpu_memset": "copies"}.get(cat)
