@@ -38,6 +38,7 @@ TITLES = (
     tr_lazy("The article's loop on {device}: 3 profiled steps"),
     tr_lazy("The article's loop, batch 1024: 3 steps"),
     tr_lazy("2 workers, pinned, non_blocking, batch 1024: 3 steps"),
+    tr_lazy("Rank 0 of 2 DDP processes on the CPU: 3 profiled steps"),
 )
 WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
 
@@ -136,7 +137,7 @@ def _draw(ax, spans_: list[Span], title: str) -> None:
     ax.grid(axis="x", linestyle=":", linewidth=0.5)
 
 
-def plot_timeline(spans_: list[Span], title: str, subtitle: str | None = None, **fields):
+def plot_timeline(spans_: list[Span], title: str, **fields):
     """The spans as horizontal bars, one row per lane that has any; returns the figure. ``title`` is English, its
     ``{fields}`` filled from ``fields`` (the figure translates it where it speaks Chinese)."""
     import matplotlib.pyplot as plt
@@ -144,7 +145,7 @@ def plot_timeline(spans_: list[Span], title: str, subtitle: str | None = None, *
     lanes = {s.lane for s in spans_}
     with figure_context():
         fig, ax = plt.subplots(figsize=(9, 0.55 * len(lanes) + 1.4))
-        _draw(ax, spans_, label(title, **fields) + (f"\n{subtitle}" if subtitle else ""))
+        _draw(ax, spans_, label(title, **fields))
         ax.set_xlabel(label(tr_lazy("time (ms)")))
         ax.set_xlim(left=min((s.start_ms for s in spans_), default=0))
         fig.tight_layout()
