@@ -60,6 +60,16 @@ class MemoryTimeline:
     def total(self) -> list[float]:
         return [sum(values) for values in zip(*self.mib.values(), strict=True)]
 
+    def held_ms(self, category: str) -> list[float]:
+        """How long ``category`` stays above zero each time it does (ms): once per step for the activations."""
+        held, since = [], None
+        for t, mib in zip(self.ms, self.mib[category], strict=True):
+            if mib > 0 and since is None:
+                since = t
+            elif mib == 0 and since is not None:
+                held, since = [*held, t - since], None
+        return held
+
 
 def memory_by_category(prof, device) -> MemoryTimeline | None:
     """The profiler's memory timeline on ``device`` (cpu or cuda; None elsewhere: the profiler keeps none)."""
