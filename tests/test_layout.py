@@ -5,7 +5,9 @@ docstring) and, for code, with a docstring that says its role; every module unde
 from __future__ import annotations
 
 import ast
+import importlib
 import os
+import re
 import subprocess
 import sys
 
@@ -52,6 +54,29 @@ def test_every_module_says_its_role_and_has_one_name():
             stems.setdefault(path.stem, []).append(path.relative_to(HELPERS).as_posix())
     twice = {stem: paths for stem, paths in stems.items() if len(paths) > 1}
     assert not twice, f"modules under two names: {twice}"
+
+
+def test_a_lessons_checks_live_in_its_one_numbered_module():
+    """The grader, the guides' and the hints' tests find a lesson's checks in helpers/exercises/exNN_topic.py: one
+    such module per lesson, and it holds checks; a module beside it (an exercise's diagnoses) holds none and is
+    named without the number."""
+    numbered: dict[str, list[str]] = {}
+    for path in sorted((HELPERS / "exercises").glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        module = importlib.import_module(f"helpers.exercises.{path.stem}")
+        checks = [
+            name
+            for name, value in vars(module).items()
+            if getattr(value, "is_exercise_check", False) and value.__module__ == module.__name__
+        ]
+        lesson = re.fullmatch(r"ex(\d\d)_\w+", path.stem)
+        if lesson:
+            numbered.setdefault(lesson.group(1), []).append(path.stem)
+            assert checks, f"{path.stem} is named as a lesson's checks but holds none"
+        else:
+            assert not checks, f"{path.stem} holds checks {checks}: they belong in the lesson's exNN_topic.py"
+    assert len(numbered) >= 11 and all(len(stems) == 1 for stems in numbered.values()), numbered
 
 
 def test_each_command_names_a_module_that_runs_as_a_script():

@@ -19,19 +19,20 @@ import test_hints
 import torch
 
 from helpers.course.i18n import tr
-from helpers.exercises import ex04_modules, ex05_training, ex06_speed, heading, statement
+from helpers.exercises import ex04_modules, ex05_training, ex06_speed, heading, speed_amp, statement
 from helpers.lab import sync_recorder
 from helpers.lab.sync_recorder import CPU_INDICES, record_syncs
 from helpers.lesson.devices import pick_device
 from tools.translate import message_prose
 
 MODULES = (ex04_modules, ex05_training, ex06_speed)
+BESIDE = {ex06_speed: (speed_amp,)}  # the modules beside a lesson's checks that hold its exercises' diagnoses
 CJK = re.compile(r"[\u4e00-\u9fff]")
 SHAPES = "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"  # PyTorch's own words, on every torch
 
 
 ENGLISH = set().union(
-    *(message_prose(Path(m.__file__)) for m in (*MODULES, sync_recorder))
+    *(message_prose(Path(m.__file__)) for m in (*MODULES, *BESIDE[ex06_speed], sync_recorder))
 )  # English left means untranslated
 
 
@@ -106,7 +107,8 @@ def test_every_check_states_its_exercise_and_names_its_sections_in_chinese():
         for check in checks:
             english = statement(check.__wrapped__)
             assert english in module.STATEMENTS and CJK.search(tr(english)), (module.__name__, english)
-        sections = [see for name, see in vars(module).items() if name.startswith("SECTION") or name == "AMP_SEE"]
+        named = [vars(part).items() for part in (module, *BESIDE.get(module, ()))]
+        sections = [see for items in named for name, see in items if name.startswith("SECTION") or name == "AMP_SEE"]
         assert sections, module.__name__
         for see in sections:
             assert CJK.search(heading(see)) and "`" not in heading(see), (module.__name__, see)

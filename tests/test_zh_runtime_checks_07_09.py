@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from helpers.course.i18n import tr
-from helpers.exercises import ex07_memory, ex08_distributed, ex09_clinic, statement
+from helpers.exercises import clinic_checkpoints, clinic_training, ex07_memory, ex08_distributed, ex09_clinic, statement
 from tools.translate import message_prose
 
 MODULES = (ex07_memory, ex08_distributed, ex09_clinic)
@@ -28,7 +28,8 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 SHAPES = "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"  # PyTorch's own words, on every torch
 
 
-ENGLISH = set().union(*(message_prose(Path(m.__file__)) for m in MODULES))  # English left means untranslated
+BESIDE = (clinic_training, clinic_checkpoints)  # lesson 09's exercises' diagnoses, beside its checks
+ENGLISH = set().union(*(message_prose(Path(m.__file__)) for m in (*MODULES, *BESIDE)))  # English left: untranslated
 
 
 @pytest.fixture(autouse=True)

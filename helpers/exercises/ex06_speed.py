@@ -6,7 +6,8 @@ steps), where batches live and where their indices come from (also run with the 
 that is never the CPU, where a ``torch.Generator`` for the data's device is made on the CPU), and what a
 mixed-precision step computes (with a GradScaler that is really enabled, as it is for float16 on a CUDA
 GPU; once with an inf gradient, which must skip the step; and, without a CUDA GPU, with tensors that
-report ``cuda``, to see the autocast device type follow the data).
+report ``cuda``, to see the autocast device type follow the data: :mod:`helpers.exercises.speed_amp`, which
+also holds what the three checks share).
 
 Feedback says what is wrong, where it was observed and which section of the notebook to reread; it never
 shows the solution's code.
@@ -14,20 +15,27 @@ shows the solution's code.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
-import warnings
 from unittest import mock
 
 import torch
-from torch import nn
 
 from helpers.course.i18n import tr, tr_lazy
-from helpers.exercises import NOT_WRITTEN, OTHER_DEVICE, exercise_check, failed, passed
+from helpers.exercises import OTHER_DEVICE, exercise_check, failed, passed
+from helpers.exercises.speed_amp import (
+    AMP_HINT,
+    CLEARED,
+    amp_verdict,
+    autocast_follows_data,
+    fresh_setup,
+    quietly,
+    random_batches,
+    report,
+)
 from helpers.lab.gpu_rules import HostGenerator
 from helpers.lab.op_recorder import CountOps
 from helpers.lab.sync_recorder import BLOCKING_COPY, CPU_INDICES, NEW_ON_DEVICE, PAGEABLE_COPY, record_syncs
+from helpers.lab.training_watch import StepWatch
 from helpers.lesson.devices import pick_device
 from helpers.lesson.speed import grad_scaler_works
 
@@ -48,38 +56,13 @@ WHERE_SYNCS = tr_lazy(
     "Section 1, 'Hidden synchronisations', lists the calls that make the CPU wait and what to do instead."
 )
 SHORT_RUN, LONG_RUN = 5, 30  # long enough to see a sync that comes every few steps (`if step % 10 == 0: print(...)`)
-SIDE = 8  # the checks train a small CNN on 8x8 images: the same kinds of layers as Tudui, a fraction of the work
-
-
-def _net() -> nn.Sequential:
-    """A small image classifier: convolution first (autocast runs it in 16 bits), then a linear layer."""
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * (SIDE // 2) ** 2, 10)
-    )
-
-
-def _batches(device, n: int, scale: float = 1.0, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    return [
-        (
-            (scale * torch.rand(8, 3, SIDE, SIDE, generator=gen)).to(device),
-            torch.randint(0, 10, (8,), generator=gen).to(device),
-        )
-        for _ in range(n)
-    ]
-
-
-def _setup(device):
-    torch.manual_seed(0)
-    model = _net().to(device)
-    return model, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.01)
 
 
 @functools.cache
 def _reference(device: torch.device) -> tuple[float, list[torch.Tensor]]:
     """The original loop's mean loss over LONG_RUN batches and the weights it leaves (computed once per device)."""
-    model, loss_fn, optimizer = _setup(device)
-    expected = _reference_loop(model, _batches(device, LONG_RUN), loss_fn, optimizer)
+    model, loss_fn, optimizer = fresh_setup(device)
+    expected = _reference_loop(model, random_batches(device, LONG_RUN), loss_fn, optimizer)
     return expected, [p.detach().clone() for p in model.parameters()]
 
 
@@ -92,53 +75,6 @@ def _reference_loop(model, batches, loss_fn, optimizer) -> float:
         optimizer.step()
         total += loss.item()
     return total / len(batches)
-
-
-def _try(fn, *args):
-    """Call the learner's code with its printing hidden (it may print losses that vary by machine).
-
-    Returns (result, None) or (None, the exception); prints nothing.
-    """
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return fn(*args), None
-    except Exception as err:  # the learner's bug is the feedback
-        return None, err
-
-
-def _report(err: Exception, when: str = "", hint: str = ""):
-    if isinstance(err, NotImplementedError) and not str(err):  # the starter's bare `raise NotImplementedError`
-        return failed(NOT_WRITTEN)
-    if when:
-        message = tr(
-            "{when}, your code raised {error_type}: {error}", when=when, error_type=type(err).__name__, error=err
-        )
-    else:
-        message = tr("Your code raised {error_type}: {error}", error_type=type(err).__name__, error=err)
-    return failed(message, hint)
-
-
-class _Steps:
-    """Watches an optimizer: ``cleared()`` is True when every step found its gradients cleared (None or zero)."""
-
-    def __init__(self, optimizer):
-        self.sizes = []  # per step: the gradients' total size, a tensor on their device (no host read here)
-        optimizer.register_step_pre_hook(self._look)
-
-    def _look(self, opt, args, kwargs):
-        grads = [
-            p.grad.detach().abs().sum() for group in opt.param_groups for p in group["params"] if p.grad is not None
-        ]
-        self.sizes.append(torch.stack(grads).sum() if grads else None)
-
-    def cleared(self) -> bool:
-        return bool(self.sizes) and all(s is None or float(s) == 0 for s in self.sizes)
-
-
-CLEARED = tr_lazy(
-    "the gradients were cleared before the optimizer stepped: zero_grad() ran between backward() and step(), so "
-    "every step found no gradient and the weights never moved"
-)
 
 
 def _per_step(extra, more: int) -> str:
@@ -159,15 +95,13 @@ def quiet_loop(fn):
     device = pick_device()
     counts, logs = {}, {}
     for n in (SHORT_RUN, LONG_RUN):
-        learner_model, loss_fn, optimizer = _setup(device)
-        steps = _Steps(optimizer)
-        batches = _batches(device, n)
+        learner_model, loss_fn, optimizer = fresh_setup(device)
+        steps = StepWatch(optimizer)
+        batches = random_batches(device, n)
         with record_syncs() as log:
-            result, error = _try(fn, learner_model, batches, loss_fn, optimizer)
+            result, error = quietly(fn, learner_model, batches, loss_fn, optimizer)
         if error is not None:
-            return _report(
-                error, when=tr("On {device} with {n} batches", device=str(device), n=n), hint=tr(WHERE_SYNCS)
-            )
+            return report(error, when=tr("On {device} with {n} batches", device=str(device), n=n), hint=tr(WHERE_SYNCS))
         counts[n], logs[n] = len(log), log
     if counts[LONG_RUN] > counts[SHORT_RUN]:
         more = LONG_RUN - SHORT_RUN
@@ -228,8 +162,8 @@ def quiet_loop(fn):
             ),
             tr("Keep zero_grad(), backward() and step() for every batch, in that order."),
         )
-    model, loss_fn, optimizer = _setup(device)
-    _, error = _try(fn, model, _batches(device, 1, scale=1e5), loss_fn, optimizer)
+    model, loss_fn, optimizer = fresh_setup(device)
+    _, error = quietly(fn, model, random_batches(device, 1, scale=1e5), loss_fn, optimizer)
     if not isinstance(error, RuntimeError):
         return failed(
             tr(
@@ -322,11 +256,11 @@ def _on_other_device(cls, n: int, bs: int):
     images, labels = torch.empty(n, 3, 4, 4, device=OTHER_DEVICE), torch.empty(n, device=OTHER_DEVICE)
     when = tr("With data on {device} (a device that is never the CPU, standing in for a GPU)", device=str(OTHER_DEVICE))
     with mock.patch.object(torch, "Generator", HostGenerator), record_syncs() as log:
-        loader, error = _try(cls, images, labels, bs)
+        loader, error = quietly(cls, images, labels, bs)
         if error is None:
-            batches, error = _try(_epoch, loader)
+            batches, error = quietly(_epoch, loader)
     if error is not None:
-        return _report(error, when=when, hint=tr(LOADER_WHERE))
+        return report(error, when=when, hint=tr(LOADER_WHERE))
     places = {t.device for b in batches for t in b}
     if places != {OTHER_DEVICE}:
         return failed(
@@ -350,15 +284,15 @@ def device_loader(cls):
     device, n, bs = pick_device(), 50, 16
     where = tr("on {device}, {n} samples in batches of {bs}", device=str(device), n=n, bs=bs)
     images, labels = _numbered(n, device)
-    loader, error = _try(cls, images, labels, bs)
+    loader, error = quietly(cls, images, labels, bs)
     if error is not None:
-        return _report(error, hint=tr(LOADER_WHERE))
+        return report(error, hint=tr(LOADER_WHERE))
     torch.manual_seed(0)
     ops = CountOps()
     with record_syncs() as log, ops:
-        first, error = _try(_epoch, loader)
+        first, error = quietly(_epoch, loader)
     if error is not None:
-        return _report(error, when=tr("Reading one epoch ({where})", where=where), hint=tr(LOADER_WHERE))
+        return report(error, when=tr("Reading one epoch ({where})", where=where), hint=tr(LOADER_WHERE))
     if not first or not all(isinstance(b, tuple | list) and len(b) == 2 for b in first):
         return failed(tr("Iterating your loader ({where}) must give (images, labels) pairs.", where=where),
                       tr(LOADER_WHERE))  # fmt: skip
@@ -437,9 +371,9 @@ def device_loader(cls):
             tr("The first epoch ({where}) gives the samples in their stored order: it is not shuffled.", where=where),
             tr(LOADER_WHERE),
         )
-    second, error = _try(_epoch, loader)
+    second, error = quietly(_epoch, loader)
     if error is not None:
-        return _report(error, when=tr("Reading a second epoch ({where})", where=where), hint=tr(LOADER_WHERE))
+        return report(error, when=tr("Reading a second epoch ({where})", where=where), hint=tr(LOADER_WHERE))
     second_labels = torch.cat([b[1] for b in second]).cpu() if second else torch.zeros(0, dtype=torch.long)
     if sorted(second_labels.tolist()) != list(range(n)):
         return failed(
@@ -495,278 +429,8 @@ def device_loader(cls):
 
 # ---------------------------------------------------------------- Exercise 3: a mixed-precision step
 
-AMP_HINT = tr_lazy(
-    "Section 4, 'Mixed precision: torch.autocast', shows the forward pass under autocast for the tensors' device "
-    "and a training step through a GradScaler (scale, step, update); it also says which 16-bit type each device runs."
-)
-AMP_SEE = "Mixed precision: torch.autocast"
-AMP_MORE = tr_lazy(
-    "A GradScaler wraps three moments of the step: it multiplies the loss by its scale before the backward pass "
-    "(so that small float16 gradients do not underflow to zero), it takes the optimizer's step itself (dividing "
-    "the gradients by the scale, and skipping the step if any of them is inf or NaN), and it adapts the scale "
-    "afterwards. Read the docstrings of torch.amp.GradScaler's scale, step and update, then check which of the "
-    "three your step leaves out or does by hand."
-)
-LOW = (torch.bfloat16, torch.float16)
-INIT_SCALE = 2.0**8
 
-
-def _amp_setup(device):
-    torch.manual_seed(0)
-    model = _net().to(device)
-    gen = torch.Generator().manual_seed(1)
-    imgs = torch.rand(16, 3, SIDE, SIDE, generator=gen).to(device)
-    targets = torch.randint(0, 10, (16,), generator=gen).to(device)
-    return model, imgs, targets, nn.CrossEntropyLoss(), torch.optim.SGD(model.parameters(), lr=0.05)
-
-
-@functools.cache
-def _amp_reference(device: torch.device, dtype: torch.dtype):
-    """Computed once per device and type: the initial weights, the loss under autocast, a float32 step's update."""
-    model, imgs, targets, loss_fn, optimizer = _amp_setup(device)
-    before = [p.detach().clone() for p in model.parameters()]
-    with torch.no_grad(), torch.autocast(device.type, dtype=dtype):
-        loss = loss_fn(model(imgs), targets).float()
-    fp32_loss = loss_fn(model(imgs), targets)
-    optimizer.zero_grad()
-    fp32_loss.backward()
-    optimizer.step()
-    delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before, strict=True)])
-    return before, loss, delta
-
-
-def _autocast_types() -> list[str]:
-    """The device types torch.autocast is on for right now."""
-    return [t for t in ("cpu", "cuda", "mps", "xpu") if torch.is_autocast_enabled(t)]
-
-
-def _amp_check_on(fn, device):
-    model, imgs, targets, loss_fn, optimizer = _amp_setup(device)
-    seen = []
-    autocast_on = set()  # the device types autocast was on for during the forward pass
-
-    def look(module, inputs, output):
-        seen.append(output.dtype)
-        autocast_on.update(_autocast_types())
-
-    model[0].register_forward_hook(look)
-    steps = _Steps(optimizer)
-    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, growth_interval=1)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loss, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
-    no_grads = all(p.grad is None for p in model.parameters())
-    if (error is not None and "No inf checks were recorded for this optimizer" in str(error) and no_grads) or (
-        error is None and steps.cleared()
-    ):
-        return failed(
-            tr("On {device}, {cleared}.", device=str(device), cleared=tr(CLEARED)),
-            tr("Clear the old gradients before backward(), never between backward() and the step."),
-        )
-    if error is not None:
-        if "_scale is None" in str(error):
-            return failed(
-                tr(
-                    "On {device}, the scaler's step found gradients it had not scaled: backward() ran on the loss "
-                    "itself, so the scaler has no scale on record for this step.",
-                    device=str(device),
-                ),
-                tr(
-                    "The backward pass starts from the loss as the scaler returns it (scaled), not from the loss "
-                    "itself."
-                ),
-                more=tr(AMP_MORE),
-                see=AMP_SEE,
-            )
-        if "No inf checks were recorded" in str(error):
-            return failed(
-                tr(
-                    "On {device}, scaler.update() found a step the scaler did not take: the optimizer stepped by "
-                    "itself. Step through the scaler: it unscales the gradients first (optimizer.step() alone moves "
-                    "the weights by the scaled gradients) and skips a step whose gradients hold inf or NaN.",
-                    device=str(device),
-                ),
-                tr(AMP_HINT),
-                more=tr(AMP_MORE),
-                see=AMP_SEE,
-            )
-        return _report(error, when=tr("On {device}", device=str(device)), hint=tr(AMP_HINT))
-    disabled = [str(w.message) for w in caught if "isabl" in str(w.message)]
-    if any(p.dtype != torch.float32 for p in model.parameters()):
-        return failed(
-            tr(
-                "Your step changed the model's weights to a lower precision (.half() or .to(bfloat16)). Autocast "
-                "keeps the weights in float32 and runs selected operations in lower precision."
-            ),
-            tr(AMP_HINT),
-        )
-    if not seen or seen[0] not in LOW:
-        if disabled:
-            why = tr(
-                " Autocast disabled itself with a warning ({warning}): its device_type must be the tensors' device "
-                "type, {device_type!r} here.",
-                warning=disabled[0],
-                device_type=device.type,
-            )
-        elif autocast_on:
-            why = tr(
-                " Autocast was on for {types}, not for {device_type!r}: its device_type must be the tensors' device "
-                "type, {device_type!r} here.",
-                types=", ".join(sorted(map(repr, autocast_on))),
-                device_type=device.type,
-            )
-        else:
-            why = ""
-        if seen:
-            message = tr(
-                "On {device} the first convolution ran in {dtype} precision: the forward pass did not run under "
-                "torch.autocast for this device.{why}",
-                device=str(device),
-                dtype=seen[0],
-                why=why,
-            )
-        else:
-            message = tr(
-                "On {device} the first convolution ran in no precision: the forward pass did not run under "
-                "torch.autocast for this device.{why}",
-                device=str(device),
-                why=why,
-            )
-        return failed(message, tr(AMP_HINT))
-    if scaler._scale is None:
-        return failed(
-            tr(
-                "The GradScaler was never used. On a CUDA GPU in float16, small gradients underflow to zero without "
-                "it (here it is enabled, as it is there)."
-            ),
-            tr(AMP_HINT),
-        )
-    before, ref_loss, ref_delta = _amp_reference(device, seen[0])
-    delta = torch.cat([(p.detach() - b).flatten().float() for p, b in zip(model.parameters(), before, strict=True)])
-    if float(delta.norm()) == 0:
-        return failed(tr("The model's weights did not change: the step did not update them."), tr(AMP_HINT))
-    ratio = float(delta.norm() / ref_delta.norm())
-    if ratio > 4:
-        return failed(
-            tr(
-                "The weights moved about {ratio:.0f} times too far: the gradients were still multiplied by the "
-                "scale ({scale:.0f}) when the optimizer stepped. Step through the scaler: it unscales first.",
-                ratio=ratio,
-                scale=INIT_SCALE,
-            ),
-            tr(AMP_HINT),
-            more=tr(AMP_MORE),
-            see=AMP_SEE,
-        )
-    if ratio < 0.25 or float(torch.nn.functional.cosine_similarity(delta, ref_delta, dim=0)) < 0.9:
-        return failed(
-            tr(
-                "The weights moved {ratio:.3f} times as far as a float32 step would: the gradients were divided by "
-                "the scale without having been multiplied by it: the backward pass did not start from the scaled "
-                "loss.",
-                ratio=ratio,
-            ),
-            tr(AMP_HINT),
-            more=tr(AMP_MORE),
-            see=AMP_SEE,
-        )
-    if scaler.get_scale() == INIT_SCALE:
-        return failed(
-            tr(
-                "scaler.update() was not called: the scale never adapts (it must shrink after an overflow and grow "
-                "after good steps)."
-            ),
-            tr(AMP_HINT),
-        )
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        return failed(tr("Return the loss tensor (got {type_name}).", type_name=type(loss).__name__), tr(AMP_HINT))
-    if abs(float(loss.detach().float()) - float(ref_loss)) > 0.05 * abs(float(ref_loss)) + 1e-3:
-        return failed(
-            tr(
-                "Your step returns {returned:.4g}, the loss is {loss:.4g}: return the loss itself, not "
-                "scaler.scale(loss).",
-                returned=float(loss.detach().float()),
-                loss=float(ref_loss),
-            ),
-            tr(AMP_HINT),
-        )
-    skipped = _inf_step_skipped(fn, device)
-    if skipped is not None:
-        return skipped
-    return None, seen[0]
-
-
-def _inf_step_skipped(fn, device):
-    """A step whose gradients hold inf must leave the weights alone (scaler.step skips it); None if it does."""
-    model, imgs, targets, loss_fn, optimizer = _amp_setup(device)
-    before = [p.detach().clone() for p in model.parameters()]
-    model[0].weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
-    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, growth_interval=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
-    if error is not None:
-        return _report(
-            error, when=tr("On {device}, in a step whose gradients held inf", device=str(device)), hint=tr(AMP_HINT)
-        )
-    changed = [not torch.equal(p.detach(), b) for p, b in zip(model.parameters(), before, strict=True)]
-    if any(changed):
-        return failed(
-            tr(
-                "On {device}, in a step whose gradients held inf (injected into the first convolution's weight "
-                "gradient, as a float16 overflow makes them), your step still changed the weights: the optimizer "
-                "stepped without the scaler's check for inf/NaN. The scaler's own step skips such a step (also "
-                "after an explicit unscale_); optimizer.step() called by itself does not.",
-                device=str(device),
-            ),
-            tr(AMP_HINT),
-            more=tr(AMP_MORE),
-            see=AMP_SEE,
-        )
-    if scaler.get_scale() >= INIT_SCALE:
-        return failed(
-            tr(
-                "On {device}, after a step whose gradients held inf, the scale did not shrink: scaler.update() must "
-                "follow the scaler's step in every step.",
-                device=str(device),
-            ),
-            tr(AMP_HINT),
-            more=tr(AMP_MORE),
-            see=AMP_SEE,
-        )
-    return None
-
-
-class _ForwardSeen(Exception):
-    pass
-
-
-def _autocast_follows_data(fn):
-    """The step run as if the model and tensors were on a CUDA GPU, on a machine that has none: which device types
-    was autocast on for during the forward pass? None when the step could not be run that far (no verdict)."""
-    from helpers.lab.simulate import CudaLabelledTensor, simulated_machine
-
-    model, imgs, targets, loss_fn, optimizer = _amp_setup(torch.device("cpu"))
-    for module in model.modules():
-        for name, p in list(module._parameters.items()):
-            if p is not None:
-                module._parameters[name] = nn.Parameter(p.detach().clone().as_subclass(CudaLabelledTensor))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)  # made before the simulation (it imports torch._dynamo)
-    imgs, targets = imgs.as_subclass(CudaLabelledTensor), targets.as_subclass(CudaLabelledTensor)
-    autocast_on = []
-
-    def look(module, inputs, output):
-        autocast_on.append(_autocast_types())
-        raise _ForwardSeen
-
-    model[0].register_forward_hook(look)
-    scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
-    with simulated_machine(cuda=1), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, error = _try(fn, model, imgs, targets, loss_fn, optimizer, scaler)
-    if not isinstance(error, _ForwardSeen) or not autocast_on:
-        return None
-    return autocast_on[0]
+# ---------------------------------------------------------------- Exercise 3: a mixed-precision step (speed_amp)
 
 
 @exercise_check
@@ -778,11 +442,11 @@ def amp_step(fn):
     untested = [d for d in devices if not grad_scaler_works(d)]  # MPS before torch 2.8: no GradScaler there
     devices = [d for d in devices if d not in untested]
     for device in devices:
-        verdict = _amp_check_on(fn, device)
+        verdict = amp_verdict(fn, device)
         if not isinstance(verdict, tuple):
             return verdict
     if all(d.type != "cuda" for d in devices):  # a CPU-only machine: is the autocast device type read from the data?
-        autocast_on = _autocast_follows_data(fn)
+        autocast_on = autocast_follows_data(fn)
         if autocast_on is not None and "cuda" not in autocast_on:
             on = ", ".join(map(repr, autocast_on)) or tr("no device type")
             return failed(

@@ -14,30 +14,27 @@ Each judges what a GPU (or a Mac, or Windows) would observe, on any machine:
 - ``notebook_safe_loader`` reads two epochs of the learner's DataLoader (a shuffle draws a new order at each)
   and proves, without starting a worker, whether a worker started by ``spawn`` or ``forkserver`` could unpickle
   what it is sent (:mod:`helpers.lab.pickle_recorder`).
+
+What names each bug of exercise 1 is in :mod:`helpers.exercises.clinic_training` (with the quiet call of the
+learner's code the three checks share), why a checkpoint did not load in :mod:`helpers.exercises.clinic_checkpoints`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import io
 import math
-import numbers
-import re
 import tempfile
 import warnings
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 from torch.utils.data import DataLoader
 
 from helpers.course.i18n import tr, tr_lazy
 from helpers.exercises import (
     NOT_WRITTEN,
     OTHER_DEVICE,
-    Feedback,
     call_learner,
     device_names,
     exercise_check,
@@ -45,299 +42,31 @@ from helpers.exercises import (
     module_devices,
     passed,
 )
-from helpers.exercises.ex05_training import CLASS_COUNTS  # the rare class 9 (truck), as in notebook 05
+from helpers.exercises.clinic_checkpoints import load_error, load_result_problem
+from helpers.exercises.clinic_training import (
+    CLASS_WEIGHTS,
+    TRAIN_HINT,
+    clinic_batches,
+    floats_problem,
+    meta_diagnosis,
+    model_problem,
+    quietly,
+    raised_in_training,
+    reference_resume,
+    resume_start,
+    unwritten,
+)
 from helpers.lab.gpu_checkpoints import CHECKPOINTS, CODE_RAN, write_checkpoints
-from helpers.lab.gpu_rules import GpuRules, like_a_gpu
-from helpers.lab.pickle_recorder import RecordingPickler, not_importable
+from helpers.lab.gpu_rules import like_a_gpu
+from helpers.lab.pickle_recorder import in_process, start_method, unimportable_in_workers
 from helpers.lab.simulate import simulated_machine
+from helpers.lab.training_watch import BuiltModels
 from helpers.lesson.checkpoints import optimizer_state_devices
 from helpers.lesson.devices import pick_device
 from helpers.lesson.models import Tudui
 
-
-def _quietly(fn, *args):
-    """(result, None) or (None, the exception), printing nothing and showing no warning."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(*args), None
-    except Exception as err:  # the learner's bug, diagnosed by the caller
-        return None, err
-
-
-def _unwritten(err: BaseException) -> bool:
-    return isinstance(err, NotImplementedError) and not str(err)
-
-
 # ---------------------------------------------------------------- Exercise 1: a training script with device bugs
-
-LR, MOMENTUM = 0.1, 0.9
-CLASS_WEIGHTS = sum(CLASS_COUNTS) / (len(CLASS_COUNTS) * torch.tensor(CLASS_COUNTS, dtype=torch.float32))
-
-TRAIN_HINT = tr_lazy(
-    "Five things are wrong in the script: where the head layer is made, when the model moves (before or after its "
-    "optimizer), the loss's class weights, the labels, and how the loss is logged. Section 2 of this notebook (its "
-    "five ways in) and section 3 show each."
-)
-FLOAT_HINT = tr_lazy("Return Python floats: a tensor method turns a one-element tensor into one (section 3).")
-LAYER_HINT = tr_lazy(
-    "Make the layer once, in __init__, as an attribute of the model, and only call it in forward() (section 2, way "
-    "4): then .to() moves it and the optimizer trains it."
-)
-
-
-def _clinic_batches(n: int, seed: int):
-    """``n`` batches of 8 small images on the CPU; each holds the rare class 9, so the class weights count."""
-    gen = torch.Generator().manual_seed(seed)
-    batches = [(torch.rand(8, 3, 8, 8, generator=gen), torch.randint(0, 9, (8,), generator=gen)) for _ in range(n)]
-    for _, labels in batches:
-        labels[:2] = 9
-    return batches
-
-
-class _Recorded:
-    """``make_model``, remembering each model it built."""
-
-    def __init__(self, make_model) -> None:
-        self.make_model = make_model
-        self.models: list[nn.Module] = []
-
-    def __call__(self, *args, **kwargs):
-        model = self.make_model(*args, **kwargs)
-        self.models.append(model)
-        return model
-
-
-def _start(make_model) -> dict:
-    """A checkpoint after a few steps of SGD with momentum, as a resumed run finds it (on the CPU)."""
-    torch.manual_seed(0)
-    model = make_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    for images, labels in _clinic_batches(3, seed=1):
-        optimizer.zero_grad()
-        F.cross_entropy(model(images), labels, weight=CLASS_WEIGHTS).backward()
-        optimizer.step()
-    return copy.deepcopy({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": 1})
-
-
-def _reference(make_model, start, batches, device):
-    """The fixed script's losses and final weights, and the first loss without class weights."""
-    torch.manual_seed(0)
-    model = make_model().to(device)
-    model.load_state_dict(start["model"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    optimizer.load_state_dict(copy.deepcopy(start["optimizer"]))
-    loss_fn = nn.CrossEntropyLoss(weight=CLASS_WEIGHTS).to(device)
-    images, labels = batches[0][0].to(device), batches[0][1].to(device)
-    with torch.no_grad():
-        unweighted = F.cross_entropy(model(images), labels).item()
-    losses = []
-    for images, labels in batches:
-        loss = loss_fn(model(images.to(device)), labels.to(device))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses, [p.detach().clone() for p in model.parameters()], unweighted
-
-
-def _model_problem(make_model):
-    """Feedback if the model class fails on a device that is never the CPU, or is random at every call."""
-    model, problem = call_learner(make_model, when=tr("Building your model"), hint=tr(LAYER_HINT))
-    if problem is not None:
-        return problem
-    if not isinstance(model, nn.Module):
-        return failed(
-            tr("make_model() must build an nn.Module, not {kind}.", kind=type(model).__name__), tr(LAYER_HINT)
-        )
-    with like_a_gpu():
-        model.to(OTHER_DEVICE)
-        out, error = _quietly(model, torch.rand(4, 3, 8, 8, device=OTHER_DEVICE))
-    if error is not None:
-        message = tr(
-            "Your model on {device}, called on images on {device}, raised {error_type}: {error}",
-            device=OTHER_DEVICE,
-            error_type=type(error).__name__,
-            error=error,
-        )
-        if module_devices(model) == {OTHER_DEVICE}:
-            message += tr(
-                "\n  Every parameter is on {device}, so the culprit is a layer (or tensor) created inside "
-                "forward(): it is born on the CPU, and .to() only moves what __init__ registered. On a GPU this "
-                "is 'Expected all tensors to be on the same device'.",
-                device=OTHER_DEVICE,
-            )
-        return failed(message, tr(LAYER_HINT))
-    if not isinstance(out, torch.Tensor) or out.shape != (4, 10):
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        return failed(tr("Your model must give 10 scores per image (4 x 10 here), got {got}.", got=got), tr(LAYER_HINT))
-    torch.manual_seed(0)
-    model = make_model().eval()
-    images = torch.rand(4, 3, 8, 8)
-    with torch.no_grad():
-        if not torch.equal(model(images), model(images)):
-            return failed(
-                tr(
-                    "Called twice on the same images, your model gives different outputs: a layer created inside "
-                    "forward() is new and random at every call, so it is never trained (moving it with "
-                    ".to(x.device) fixes the device, not that)."
-                ),
-                tr(LAYER_HINT),
-            )
-    return None
-
-
-def _raised_in_training(device, error: BaseException, hint: str) -> Feedback:
-    """The verdict on a training exercise whose code raised: PyTorch's own message, untranslated, and ``hint``."""
-    return failed(
-        tr(
-            "Training on {device}, your code raised {error_type}: {error}",
-            device=device,
-            error_type=type(error).__name__,
-            error=error,
-        ),
-        hint,
-    )
-
-
-def _meta_diagnosis(error: Exception, rules: GpuRules, built: _Recorded, device) -> object:
-    """Name the bug behind an error raised towards ``device`` (meta) under :class:`GpuRules`."""
-    if _unwritten(error):
-        return failed(NOT_WRITTEN)
-    if isinstance(error, TypeError) and "numpy" in str(error):
-        return failed(
-            tr(
-                "`.numpy()` of a tensor on {device} raised TypeError: {error} On a GPU: can't convert cuda:0 device "
-                "type tensor to numpy. A NumPy array lives in the CPU's memory.",
-                device=device,
-                error=error,
-            ),
-            tr(
-                "A device tensor must come to the CPU before NumPy can read it; for one number, a tensor method gives "
-                "a Python float directly (section 3)."
-            ),
-        )
-    if not rules.refusals or not built.models:
-        text = str(error)
-        hint = (
-            tr("Use the `device` argument, never .cuda() or 'cuda'.")
-            if "CUDA" in text or "NVIDIA" in text
-            else tr(TRAIN_HINT)
-        )
-        return _raised_in_training(device, error, hint)
-    op, args, odd, main, stepping = rules.refusals[-1]
-    where = module_devices(built.models[-1])
-    if where != {device}:
-        on_gpu = (
-            tr(
-                " On a GPU: 'Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the "
-                "same'."
-            )
-            if op == "convolution" and "weight" in args
-            else ""
-        )
-        return failed(
-            tr(
-                "Asked to train on {device}, the model stayed on {where}: it was never moved "
-                "({error_type}: {error}).{on_gpu}",
-                device=device,
-                where=device_names(where),
-                error_type=type(error).__name__,
-                error=error,
-                on_gpu=on_gpu,
-            ),
-            tr(
-                "Move the model to the device right after building it, before its optimizer is built and loaded "
-                "(section 2, way 5)."
-            ),
-        )
-    if stepping:
-        state = set().union(*(optimizer_state_devices(o) for o in rules.optimizers)) if rules.optimizers else set()
-        return failed(
-            tr(
-                "optimizer.step() found its momentum on {state} and the parameters on {main}: "
-                "optimizer.load_state_dict() puts the state beside the parameters as they are at that moment (still "
-                "on the CPU), and model.to({device}) afterwards moves the parameters, not the optimizer's state. On "
-                "a GPU: 'Expected all tensors to be on the same device'.",
-                state=device_names(state - {main}) or odd,
-                main=main,
-                device=device,
-            ),
-            tr("Move the model first, then build the optimizer and load its state."),
-        )
-    if op.startswith("nll_loss"):
-        if "target" in args:
-            fields = dict(odd=odd, main=main)
-            if "weight" in args:
-                return failed(
-                    tr(
-                        "The labels and the loss's class weights stayed on {odd} while the model's outputs are on "
-                        "{main}: the loss raised 'Expected all tensors to be on the same device' (as on a GPU).",
-                        **fields,
-                    ),
-                    tr(
-                        "Move the labels where you move the images (section 2, way 2). The loss's class weights go "
-                        "there too (way 3)."
-                    ),
-                )
-            return failed(
-                tr(
-                    "The labels stayed on {odd} while the model's outputs are on {main}: the loss raised "
-                    "'Expected all tensors to be on the same device' (as on a GPU).",
-                    **fields,
-                ),
-                tr("Move the labels where you move the images (section 2, way 2)."),
-            )
-        if "weight" in args:
-            return failed(
-                tr(
-                    "The loss's class weights stayed on {odd} while the outputs and labels are on {main}: the loss "
-                    "raised 'Expected all tensors to be on the same device' (as on a GPU).",
-                    odd=odd,
-                    main=main,
-                ),
-                tr(
-                    "The class weights are a buffer of the loss module, and a module's .to() moves its buffers "
-                    "(section 2, way 3)."
-                ),
-            )
-    if op in ("convolution", "addmm", "mm"):
-        return failed(
-            tr(
-                "The images reached the model on {odd}, the model is on {main}: {error}",
-                odd=odd,
-                main=main,
-                error=error,
-            ),
-            tr(
-                "Tensor.to() returns a moved copy and leaves the original where it was: keep what it returns "
-                "(section 2, way 1)."
-            ),
-        )
-    return _raised_in_training(device, error, tr(TRAIN_HINT))
-
-
-def _floats_problem(losses, n: int):
-    if isinstance(losses, torch.Tensor) or (
-        isinstance(losses, list | tuple) and any(isinstance(x, torch.Tensor) for x in losses)
-    ):
-        return failed(
-            tr(
-                "Return the losses as Python floats, not tensors: tensors on the GPU keep GPU memory (and a graph, "
-                "unless detached)."
-            ),
-            tr(FLOAT_HINT),
-        )
-    if not isinstance(losses, list | tuple) or len(losses) != n:
-        if isinstance(losses, list | tuple):
-            message = tr("Return a list of {n} losses, one per batch; got {count} values.", n=n, count=len(losses))
-        else:
-            message = tr("Return a list of {n} losses, one per batch; got {kind}.", n=n, kind=type(losses).__name__)
-        return failed(message, tr(FLOAT_HINT))
-    if not all(isinstance(x, numbers.Real) for x in losses):
-        kinds = sorted({type(x).__name__ for x in losses if not isinstance(x, numbers.Real)})
-        return failed(tr("Return the losses as floats, not {kinds}.", kinds=", ".join(kinds)), tr(FLOAT_HINT))
-    return None
+# (its reference and diagnoses: helpers.exercises.clinic_training)
 
 
 @exercise_check
@@ -349,16 +78,16 @@ def fixed_training(train, make_model=None) -> object:
     fixed model class."""
     if make_model is None:
         return failed(tr("Pass your model class too: check.fixed_training(train, Net)."))
-    problem = _model_problem(make_model)
+    problem = model_problem(make_model)
     if problem is not None:
         return problem
-    start = _start(make_model)
-    batches = _clinic_batches(3, seed=2)
-    built = _Recorded(make_model)
+    start = resume_start(make_model)
+    batches = clinic_batches(3, seed=2)
+    built = BuiltModels(make_model)
     with like_a_gpu() as rules:
-        losses, error = _quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), OTHER_DEVICE)
+        losses, error = quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), OTHER_DEVICE)
     if error is not None:
-        return _meta_diagnosis(error, rules, built, OTHER_DEVICE)
+        return meta_diagnosis(error, rules, built, OTHER_DEVICE)
     if not built.models:
         return failed(tr("Your train() never called make_model(): build the model with it."), tr(TRAIN_HINT))
     where = module_devices(built.models[-1])
@@ -381,22 +110,22 @@ def fixed_training(train, make_model=None) -> object:
             ),
             tr("Move the model first, then build the optimizer and load its state."),
         )
-    problem = _floats_problem(losses, len(batches))
+    problem = floats_problem(losses, len(batches))
     if problem is not None:
         return problem
 
     device = pick_device()
-    built = _Recorded(make_model)
+    built = BuiltModels(make_model)
     torch.manual_seed(0)
-    losses, error = _quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), device)
+    losses, error = quietly(train, built, copy.deepcopy(start), batches, CLASS_WEIGHTS.clone(), device)
     if error is not None:
-        if _unwritten(error):
+        if unwritten(error):
             return failed(NOT_WRITTEN)
-        return _raised_in_training(device, error, tr(TRAIN_HINT))
-    problem = _floats_problem(losses, len(batches))
+        return raised_in_training(device, error, tr(TRAIN_HINT))
+    problem = floats_problem(losses, len(batches))
     if problem is not None:
         return problem
-    expected, weights, unweighted = _reference(make_model, start, batches, device)
+    expected, weights, unweighted = reference_resume(make_model, start, batches, device)
     got = [float(x) for x in losses]
     close = [math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) for a, b in zip(got, expected, strict=True)]
     shown = tr(
@@ -451,173 +180,7 @@ def fixed_training(train, make_model=None) -> object:
 
 
 # ---------------------------------------------------------------- Exercise 2: a checkpoint loader for any machine
-
-LOAD_HINT = tr_lazy(
-    "Four steps, section 7 of this notebook: read the file onto the CPU, weights only; take the model's state_dict "
-    "out of a training checkpoint; strip the wrappers' prefixes from its keys; load it into a plain Tudui, then "
-    "move the model to the device."
-)
-PREFIX_HINT = tr_lazy(
-    "Strip every leading 'module.' and '_orig_mod.' from each key, in whichever order and however often they come "
-    "(section 7); load_state_dict's error lists the keys that do not fit."
-)
-
-
-def _mangled(unexpected: str, saved_keys: list[str], plain_keys) -> str:
-    """How the learner's code turned one of the file's keys into ``unexpected``, and why, if we can tell."""
-    sources = [k for k in saved_keys if k.endswith(unexpected) and k != unexpected]
-    if not sources:
-        return ""
-    source = min(sources, key=len)
-    plain = next((p for p in plain_keys if source.endswith(p)), None)
-    if plain:
-        text = tr(
-            " Your code turned the file's key {source!r} into {unexpected!r}; a plain Tudui's key is {plain!r}.",
-            source=source,
-            unexpected=unexpected,
-            plain=plain,
-        )
-    else:
-        text = tr(
-            " Your code turned the file's key {source!r} into {unexpected!r}.", source=source, unexpected=unexpected
-        )
-    stripped = source
-    for _ in range(3):
-        stripped = stripped.lstrip("module.").lstrip("_orig_mod.")  # noqa: B005 (the mistake reproduced)
-    for chars in ("module.", "_orig_mod."):
-        if unexpected in (source.lstrip(chars), stripped):
-            text += tr(
-                " str.lstrip({chars!r}) strips any of the characters {letters} from the "
-                "left, not the prefix {chars!r}: it ate {eaten!r}. Remove a prefix "
-                "with str.removeprefix, or slice it off after a startswith test.",
-                chars=chars,
-                letters=" ".join(dict.fromkeys(chars)),
-                eaten=source[: len(source) - len(unexpected)],
-            )
-            break
-    return text
-
-
-def _load_error(error: Exception, what: str, training: bool, where: str, saved_keys=(), plain_keys=()):
-    text = str(error)
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    if _unwritten(error):
-        return failed(NOT_WRITTEN)
-    if "deserialize object on a CUDA device" in text:
-        return failed(
-            tr(
-                "{where}, torch.load tried to put the tensors of {what} back on cuda:0, where they were saved.",
-                where=where,
-                what=what,
-            ),
-            tr(
-                "torch.load puts each tensor back on the device it was saved from unless its map_location argument "
-                "says otherwise (section 7)."
-            ),
-        )
-    if isinstance(error, KeyError) and not training:
-        return failed(
-            tr(
-                "{where}, your code raised KeyError: {error} for {what}: that file is the state_dict itself, not a "
-                "training checkpoint dict.",
-                where=where,
-                error=error,
-                what=what,
-            ),
-            tr(
-                "A training checkpoint holds the state_dict under a key, a bare state_dict does not: look at what "
-                "the file holds before taking it out."
-            ),
-        )
-    if "Unexpected key" in text or "Missing key" in text:
-        if training and ('"epoch"' in text or '"optimizer"' in text):
-            return failed(
-                tr(
-                    "{where}, {what} holds the model's state_dict under 'model', beside 'optimizer' and 'epoch': "
-                    "your code loaded the whole dict as a state_dict.",
-                    where=where,
-                    what=what,
-                ),
-                tr("Take the model's state_dict out of a training checkpoint (and only out of one)."),
-            )
-        odd = re.search(r'Unexpected key\(s\) in state_dict: "([^"]+)"', text)
-        if odd:
-            message = tr(
-                "{where}, the keys of {what} did not fit a plain Tudui (unexpected key {key!r}, ...).",
-                where=where,
-                what=what,
-                key=odd.group(1),
-            )
-            message += _mangled(odd.group(1), list(saved_keys), list(plain_keys))
-        else:
-            message = tr("{where}, the keys of {what} did not fit a plain Tudui.", where=where, what=what)
-        return failed(message, tr(PREFIX_HINT))
-    return failed(
-        tr(
-            "{where}, loading {what}, your code raised {error_type}: {error}",
-            where=where,
-            what=what,
-            error_type=type(error).__name__,
-            error=first,
-        ),
-        tr(LOAD_HINT),
-    )
-
-
-def _load_result_problem(model, device, expected: dict, what: str, where: str):
-    if isinstance(model, dict):
-        return failed(
-            tr(
-                "{where}, you returned a dict for {what}: return the model with the weights loaded.",
-                where=where,
-                what=what,
-            ),
-            tr(LOAD_HINT),
-        )
-    if not isinstance(model, nn.Module) or isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
-        return failed(tr("Return a plain nn.Module (a Tudui), not {kind}.", kind=type(model).__name__), tr(LOAD_HINT))
-    state = model.state_dict()
-    if set(state) != set(expected):
-        return failed(
-            tr(
-                "{where}, your model's keys for {what} are {keys}..., not a plain Tudui's.",
-                where=where,
-                what=what,
-                keys=sorted(state)[:2],
-            ),
-            tr(PREFIX_HINT),
-        )
-    places = {v.device for v in state.values()}
-    if places != {device}:
-        moved = (
-            tr(" load_state_dict copies values into the parameters where they are: it never moves the model.")
-            if places == {torch.device("cpu")}
-            else ""
-        )
-        return failed(
-            tr(
-                "{where}, asked for {device}, your model's tensors are on {places}.{moved}",
-                where=where,
-                device=device,
-                places=device_names(places),
-                moved=moved,
-            ),
-            tr(
-                "Move the model to the device before returning it. (With load_state_dict(..., assign=True) the "
-                "model takes the loaded tensors themselves, on the device torch.load put them.)"
-            ),
-        )
-    if device.type != "meta" and not all(torch.equal(state[k].cpu(), v) for k, v in expected.items()):
-        return failed(
-            tr(
-                "{where}, your model does not hold the saved weights of {what} (loading with strict=False skips "
-                "every key that does not match, silently).",
-                where=where,
-                what=what,
-            ),
-            tr("Strip the prefixes and load with the default strict=True, which names any key that does not fit."),
-        )
-    return None
+# (why a file did not load: helpers.exercises.clinic_checkpoints)
 
 
 @exercise_check
@@ -640,15 +203,15 @@ def load_anywhere(fn) -> object:
             for path, saved_what, training, saved_keys in files:
                 what = tr(saved_what)
                 with simulated_machine(cuda=0) if laptop else contextlib.nullcontext():
-                    model, error = _quietly(fn, str(path), device)
+                    model, error = quietly(fn, str(path), device)
                 if error is not None:
-                    return _load_error(error, what, training, where, saved_keys, expected)
-                problem = _load_result_problem(model, device, expected, what, where)
+                    return load_error(error, what, training, where, saved_keys, expected)
+                problem = load_result_problem(model, device, expected, what, where)
                 if problem is not None:
                     return problem
         CODE_RAN.clear()
         with simulated_machine(cuda=0):
-            model, error = _quietly(fn, str(Path(folder) / "unsafe.pt"), torch.device("cpu"))
+            model, error = quietly(fn, str(Path(folder) / "unsafe.pt"), torch.device("cpu"))
     if CODE_RAN:
         CODE_RAN.clear()
         return failed(
@@ -694,13 +257,6 @@ def _numbered(n: int):
     return images, torch.arange(n) % 10
 
 
-def _in_process(loader: DataLoader) -> DataLoader:
-    """The same loader read without worker processes: workers change where batches are made, not what they hold."""
-    view = copy.copy(loader)
-    view.num_workers, view.timeout = 0, 0
-    return view
-
-
 def _order(batches) -> torch.Tensor:
     """Which samples an epoch gave, in its order (image i holds the value i)."""
     return torch.cat([b[0] for b in batches])[:, 0, 0, 0].long() if batches else torch.empty(0)
@@ -721,13 +277,6 @@ def _same_order_hint(loader: DataLoader) -> str:
     )
 
 
-def _start_method(loader: DataLoader) -> str:
-    context = loader.multiprocessing_context
-    if context is None:
-        return ""
-    return context.get_start_method() if hasattr(context, "get_start_method") else str(context)
-
-
 @exercise_check
 def notebook_safe_loader(fn) -> object:
     """``fn(images, labels)``: a DataLoader of shuffled ``(images, labels)`` batches of 16, every sample once per
@@ -743,7 +292,7 @@ def notebook_safe_loader(fn) -> object:
     if not isinstance(loader, DataLoader):
         return failed(tr("Return the DataLoader itself, not {kind}.", kind=type(loader).__name__), tr(LOADER_HINT))
     torch.manual_seed(0)
-    batches, error = _quietly(list, _in_process(loader))
+    batches, error = quietly(list, in_process(loader))
     if error is not None:
         return failed(
             tr(
@@ -780,7 +329,7 @@ def notebook_safe_loader(fn) -> object:
         )
     if torch.equal(order, torch.arange(n)):
         return failed(tr("The samples come in their stored order: the loader does not shuffle."), "shuffle=True")
-    again, error = _quietly(list, _in_process(loader))
+    again, error = quietly(list, in_process(loader))
     if error is None and torch.equal(_order(again), order):
         return failed(
             tr(
@@ -797,7 +346,7 @@ def notebook_safe_loader(fn) -> object:
                 count=len(batches),
             )
         )
-    method = _start_method(loader)
+    method = start_method(loader)
     if method == "fork":
         return failed(
             tr(
@@ -819,10 +368,8 @@ def notebook_safe_loader(fn) -> object:
                 hint=tr(LOADER_HINT),
             ),
         )
-    sent = (loader.dataset, loader.collate_fn, loader.worker_init_fn)
-    recorder = RecordingPickler(io.BytesIO())
     try:
-        recorder.dump(sent)
+        missing = unimportable_in_workers(loader)
     except Exception as err:  # e.g. a lambda: pickling fails in the notebook itself
         return failed(
             tr(
@@ -834,7 +381,6 @@ def notebook_safe_loader(fn) -> object:
             ),
             tr("Give the workers only classes and functions defined in modules (def in a .py file, not a lambda)."),
         )
-    missing = sorted({f"{m}.{q}" for m, q in recorder.by_reference if not_importable(m)})
     if missing:
         fields = dict(workers=loader.num_workers, missing=", ".join(missing))
         if method:

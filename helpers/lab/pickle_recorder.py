@@ -3,11 +3,15 @@
 A worker gets its dataset, ``collate_fn`` and ``worker_init_fn`` pickled; pickle saves classes and functions by
 reference (module and name), and the worker imports them. :class:`RecordingPickler` pickles as that does and notes
 each reference; :func:`not_importable` says which modules a fresh process cannot import (a notebook's ``__main__``),
-so a check can tell, without starting a worker, whether one would die.
+so a check can tell, without starting a worker, whether one would die. :func:`unimportable_in_workers` does both for
+a ``DataLoader``, :func:`start_method` says how its workers would start, and :func:`in_process` is the same loader
+read without workers (they change where batches are made, not what they hold).
 """
 
 from __future__ import annotations
 
+import copy
+import io
 import pickle
 import sys
 import types
@@ -31,3 +35,27 @@ def not_importable(module: str) -> bool:
     or one that is not a real module here."""
     found = sys.modules.get(module)
     return module in ("__main__", "__mp_main__") or found is None or getattr(found, "__spec__", None) is None
+
+
+def unimportable_in_workers(loader) -> list[str]:
+    """What each worker of ``loader`` (a ``DataLoader``) must unpickle and a fresh process cannot import, as sorted
+    ``module.qualname`` names; raises what pickling its dataset, ``collate_fn`` and ``worker_init_fn`` raises (a
+    lambda: pickling fails in the parent itself)."""
+    recorder = RecordingPickler(io.BytesIO())
+    recorder.dump((loader.dataset, loader.collate_fn, loader.worker_init_fn))
+    return sorted({f"{m}.{q}" for m, q in recorder.by_reference if not_importable(m)})
+
+
+def start_method(loader) -> str:
+    """How ``loader``'s workers start when its ``multiprocessing_context`` names it (``"spawn"``...), else ``""``."""
+    context = loader.multiprocessing_context
+    if context is None:
+        return ""
+    return context.get_start_method() if hasattr(context, "get_start_method") else str(context)
+
+
+def in_process(loader):
+    """The same loader read without worker processes."""
+    view = copy.copy(loader)
+    view.num_workers, view.timeout = 0, 0
+    return view
