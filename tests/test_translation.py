@@ -45,7 +45,7 @@ AVOID = {
 # parentheses, 缓冲区（buffer）, and code (`scaler.step()`, torch.autograd.grad) is not prose.
 AVOID_IN_PROSE = {
     r"\d\s*号显卡": "N 号 GPU",
-    r"\bGPU [0-9](?![\d.:])": "N 号 GPU",
+    r"\bGPU (?:[0-9]|\{\w+\})(?![\d.:])": "N 号 GPU",  # a message's {index} too: {index} 号 GPU
     r"(?<![（(.\w])buffers?(?![）)\w(])": "缓冲区",
     r"(?<![（(.\w])autograd(?![）)\w.(])": "自动求导",
     r"(?<![（(.\w])scaler(?![）)\w.(])": "梯度缩放器",
@@ -72,6 +72,11 @@ AVOID_IN_PROSE = {
 # Markdown prose only (a run-time message prints code such as `if __name__ == "__main__":` as it is): straight
 # double quotes around any text, Chinese or English (an English error message is quoted “…” or put in backticks).
 AVOID_IN_MARKDOWN = {r'"[^"\n]+"': "“中文引号”（引英文的报错也用它，或者用反引号）"}
+# A run-time message prints code as it is (device="cuda"): there straight quotes are a quotation when Chinese
+# stands beside them (显示为 "cuda" 设备, 会报 "No CUDA GPUs are available", 警告："{warning}").
+AVOID_IN_MESSAGES = {
+    r'[\u4e00-\u9fff：，]\s*"[^"\n]+"|"[^"\n]+"(?=\s*[\u4e00-\u9fff])': "“中文引号”（引英文的报错也用它，或者用反引号）"
+}
 # English words left in Chinese prose, outside code and quoted messages; the glossary page pairs them on purpose.
 # A first mention may name the English in parentheses: 核函数（kernel）.
 ENGLISH_IN_PROSE = {
@@ -235,8 +240,7 @@ def _strays(name: str, chinese: str, markdown: bool, english: str = "") -> list[
     """(what was found, what to write) for each avoided form in one Chinese entry (of ``english``)."""
     prose = _chinese_prose(chinese)
     patterns = [(AVOID_IN_PROSE, prose)]
-    if markdown:
-        patterns.append((AVOID_IN_MARKDOWN, prose))
+    patterns.append((AVOID_IN_MARKDOWN if markdown else AVOID_IN_MESSAGES, prose))
     if name != GLOSSARY_CATALOG:
         words = re.sub(r"\{[^{}\n]*\}", "", _unquoted(prose))  # a message's {fields} are code
         for quoted in re.findall(r"[A-Za-z][\w.'-]*(?: [A-Za-z][\w.'-]*){3,}", words):
@@ -294,6 +298,7 @@ def test_drifted_pairs_are_caught():
         "一块模拟 GPU",
         "读一读这个 diff",
         "整个笔记本约 30 分钟",
+        "没有 GPU {number}",
     ]
     allowed = [
         "缓冲区（buffer）",
@@ -326,6 +331,14 @@ def test_drifted_pairs_are_caught():
     assert not missed, missed
     assert not [s for s in allowed if _strays("page.po", s, True) or any(re.search(p, s) for _, p in words)]
     assert _strays("x.po", 'if __name__ == "__main__": 运行', False) == []  # a run-time message prints code
+    assert _strays("x.po", 'AMD GPU 显示为 `cuda` 设备（device="cuda"）；用 `-` 读取', False) == []
+    messages = [
+        'AMD GPU 会显示为 "cuda" 设备',
+        '会报 "No CUDA GPUs are available"',
+        'PyTorch 警告："{w}"',
+        '用 "-" 读取',
+    ]
+    assert all(_strays("x.po", message, False) for message in messages), "straight quotes in a message's prose"
 
 
 def rendered(markdown: str) -> str:

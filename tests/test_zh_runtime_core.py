@@ -188,7 +188,7 @@ def test_00_inventory_in_chinese():
     )
     try_again(check00.gpu_inventory(bank00.inventory_pairs), "有一项是 2 项的 tuple：(0, 'Sim 0')。", "三元组")
     try_again(check00.gpu_inventory(bank00.inventory_gigabytes), "GiB 显存；你的这一项写的是", "这是 GB（10**9 字节）")
-    try_again(check00.gpu_inventory(bank00.inventory_hard_coded_24), "在一台有一块 GPU 的机器上，GPU 0 有 15.8 GiB")
+    try_again(check00.gpu_inventory(bank00.inventory_hard_coded_24), "在一台有一块 GPU 的机器上，0 号 GPU 有 15.8 GiB")
     assert (
         check00.gpu_inventory(bank00.inventory_props_loop).message
         == "在没有 GPU、有一块 GPU 和有两块 GPU 的机器上都正确。"
@@ -293,7 +293,7 @@ def test_02_sum_losses_in_chinese():
         "torch.tensor(losses) 会把这 20 个损失张量逐个读成 Python 数字",
         f"（见“{chinese_heading(check02.SECTION_SUM_DETACH)}”一节）",
     )
-    quoted = re.search(r'PyTorch 还发出了警告："(.+)"', message)  # torch 2.8+ warns, once per process
+    quoted = re.search(r"PyTorch 还发出了警告：“(.+)”", message)  # torch 2.8+ warns, once per process
     assert quoted is None or quoted.group(1).startswith("Converting a tensor with requires_grad=True to a scalar")
 
     def reads_each_loss(losses):  # with the warning newer torch gives the first time, whatever this torch does
@@ -304,8 +304,8 @@ def test_02_sum_losses_in_chinese():
 
     try_again(
         check02.sum_losses(reads_each_loss),
-        'PyTorch 还发出了警告："Converting a tensor with requires_grad=True to a scalar may lead to unexpected '
-        'behavior."',  # PyTorch's own words, as they are
+        "PyTorch 还发出了警告：“Converting a tensor with requires_grad=True to a scalar may lead to unexpected "
+        "behavior.”",  # PyTorch's own words, as they are
     )
     assert str(check02.sum_losses(bank02.sum_on_device)) == "[通过] 总和正确：在设备上相加，只取回了一次。"
 

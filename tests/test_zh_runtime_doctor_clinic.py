@@ -189,7 +189,7 @@ def test_explain_a_pasted_message_in_chinese():
     assert (
         any(line.startswith("修复方法：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
     )
-    assert lines[-1] == "相关课程：第 03 课（设备对象）第 8 节；模型部分见第 04 课（模型与张量）"
+    assert lines[-1] == "相关课程：第 03 课（设备对象）第 8 节；第 09 课（报错诊所）第 2 节"
     english = run_doctor("--explain", "-", lang="en", stdin=SAME_DEVICE).stdout
     assert english.startswith("[device error clinic] Expected all tensors") and not CJK.search(english)
 
@@ -225,6 +225,27 @@ def test_chinese_wrapping_never_splits_code_or_starts_a_line_with_punctuation():
     assert all(line.startswith("  ") for line in lines[1:])
     assert "".join("".join(lines).split()) == "".join(text.split())
     assert "\n".join(lines).count("x.to(device)") == text.count("x.to(device)"), "code is never cut"
+
+
+def test_chinese_wrapping_breaks_between_phrases_never_inside_a_word(zh):
+    """A Chinese line ends at punctuation or where Chinese meets code or English: 报错, 环境变量, 不管 stay whole."""
+    text = (
+        "修复方法：把同一个批次放到 CPU 上跑一遍（对模型和张量都调用 .cpu()），CPU 会在出错的那一行给出看得懂的报错，"
+        "例如 IndexError: Target 10 is out of bounds；也可以设置环境变量 CUDA_LAUNCH_BLOCKING=1 再启动进程，"
+        "这样堆栈回溯会指向真正出错的操作；不管机器上装了什么显卡，它都用不了 NVIDIA GPU，所以课程在 CPU 上。"
+    )
+    for width in range(40, 101, 3):
+        lines = known_errors.fill(text, width=width).splitlines()
+        assert len(lines) > 2 and all(columns(line) <= width for line in lines), width
+        assert "".join("".join(lines).split()) == "".join(text.split()), "nothing lost or added"
+        for before, after in zip(lines, lines[1:], strict=False):
+            end, start = before[-1], after.strip()[0]
+            assert not (CJK.search(end) and CJK.search(start)) or end in known_errors.CLOSING, (width, before, after)
+        assert all(len(CJK.findall(line.strip().rstrip(known_errors.CLOSING))) != 1 for line in lines), width
+    note = "\n".join(known_errors.render(entry) for entry in KNOWN_ERRORS)
+    for word in ("报错", "环境变量", "不管", "重新安装", "无条件"):
+        joined = "".join(note.split())
+        assert joined.count(word) == note.count(word), f"{word} cut across two lines"
 
 
 def test_the_corpus_gets_the_right_note_in_chinese(zh):

@@ -122,7 +122,7 @@ def report(facts: Facts, checks: list[Check]) -> str:
         tr("CUDA usable: {usable}; GPUs: {gpus}", usable=facts.cuda_available, gpus=gpus or tr("none")),
         tr(
             "nvidia-smi: {state}; driver: {driver} (CUDA {cuda})",
-            state=facts.nvidia_smi,
+            state={"ok": tr("runs"), "missing": tr("not found"), "failed": tr("failed to run")}[facts.nvidia_smi],
             driver=facts.driver_version or "-",
             cuda=facts.driver_cuda or "-",
         ),

@@ -254,7 +254,7 @@ TENSOR_ERRORS: tuple[KnownError, ...] = (
             "model.to(device) before the optimizer's first step and before loading its state; make constants with "
             "device=x.device (or as registered buffers); create layers in __init__, not in forward()."
         ),
-        lesson=tr_lazy("notebook 03 (device objects), section 8; notebook 04 (models vs tensors) for models"),
+        lesson=tr_lazy("notebook 03 (device objects), section 8; notebook 09 (the error clinic), section 2"),
     ),
     KnownError(
         key="cublas-context-warning",

@@ -1,6 +1,6 @@
 """The note under a known device error: what it means, how to fix it, where the course teaches it.
 
-``render`` writes it in the course's language (``tr``); ``fill`` wraps it, Chinese included.
+``render`` writes it in the course's language (``tr``); ``fill`` wraps it, Chinese included (between phrases).
 """
 
 from __future__ import annotations
@@ -14,21 +14,31 @@ from helpers.course.i18n import columns, tr
 CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
 CLOSING = "，。：；？！）、”’》」』"  # Chinese punctuation a line does not start with
 OPENING = "（“‘《「『"  # ... nor ends with
+# A Chinese line breaks only after punctuation or where Chinese meets code or English: never inside a phrase,
+# whose words (报错, 环境变量) a break would cut in two.
+PHRASE = re.compile(rf"(?:(?![{CLOSING}]){CJK.pattern})*[{CLOSING}]+|(?:(?![{CLOSING}]){CJK.pattern})+")
+OTHER = r"[^\s\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]+"
 
 
 def fill(text: str, width: int = 100, indent: str = "  ") -> str:
-    """``textwrap.fill`` for the notes; Chinese text may break between any two characters (never inside a word
-    of code or English, never before closing punctuation), and its characters count as two columns."""
+    """``textwrap.fill`` for the notes. Chinese characters count as two columns, and Chinese text breaks only after
+    its punctuation or where it meets code or English (never inside a phrase, a word of code or English, before
+    closing punctuation or after opening punctuation), and no line holds a single Chinese character. A phrase too
+    long for a line alone is cut between its characters."""
     if not CJK.search(text):
         return textwrap.fill(
             text, width=width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
         )
+    room = width - columns(indent)
     units: list[str] = []
-    for unit in re.findall(rf"\s+|{CJK.pattern}|[^\s\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]+", text):
-        if units and not units[-1].isspace() and (unit[0] in CLOSING or units[-1][-1] in OPENING):
+    for unit in re.findall(rf"\s+|{PHRASE.pattern}|{OTHER}", text):
+        lonely = PHRASE.fullmatch(unit) and len(unit.rstrip(CLOSING)) <= 1  # one character, and its punctuation
+        if units and not units[-1].isspace() and (lonely or unit[0] in CLOSING or units[-1][-1] in OPENING):
             units[-1] += unit
+        elif lonely and len(units) > 1 and units[-1].isspace():
+            units[-2:] = [units[-2] + units[-1] + unit]  # "GPU 上。" stays on one line
         else:
-            units.append(unit)
+            units.extend(_cut(unit, room) if PHRASE.fullmatch(unit) else [unit])
     lines, line = [], ""
     for unit in units:
         if line.strip() and not unit.isspace() and columns(line + unit) > width:
@@ -39,6 +49,17 @@ def fill(text: str, width: int = 100, indent: str = "  ") -> str:
         line += unit
     lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def _cut(phrase: str, room: int) -> list[str]:
+    """A Chinese phrase wider than ``room`` columns, cut into pieces that fit (none of a single character)."""
+    if columns(phrase) <= room:
+        return [phrase]
+    size = max(2, room // 2)
+    pieces = [phrase[start : start + size] for start in range(0, len(phrase), size)]
+    if len(pieces) > 1 and len(pieces[-1].rstrip(CLOSING)) <= 1:
+        pieces[-2:] = [pieces[-2][:-1], pieces[-2][-1] + pieces[-1]]
+    return pieces
 
 
 def render(entry: KnownError) -> str:
