@@ -9,6 +9,10 @@ both alike; the ratio is the median of the ratios within each repeat. The issue'
 
     python benchmarks/bench_rehearse.py                      # 48 batches of 64, 5 repeats
     python benchmarks/bench_rehearse.py --batches 96 --repeats 7
+    python benchmarks/bench_rehearse.py --model mlp --batches 300   # a small MLP with Adam: per-operator cost
+
+``--model mlp`` trains a three-layer MLP on 32 features with Adam instead: each op is tiny, so the pretend device's
+work on every op (its tags, its checks), which the convolutions hide, is most of what the rehearsal adds.
 """
 
 from __future__ import annotations
@@ -33,11 +37,11 @@ from helpers.lesson.models import Tudui
 torch.manual_seed(0)
 torch.set_num_threads({threads})
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-data = TensorDataset(torch.randn({images}, 3, 32, 32), torch.randint(0, 10, ({images},)))
+data = TensorDataset(torch.randn({images}, {shape}), torch.randint(0, 10, ({images},)))
 loader = DataLoader(data, batch_size={batch})
-model = Tudui().to(device)
+model = {model}.to(device)
 loss_fn = nn.CrossEntropyLoss().to(device)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+optimizer = {optimizer}
 for step, (imgs, targets) in enumerate(loader):
     imgs, targets = imgs.to(device), targets.to(device)
     loss = loss_fn(model(imgs), targets)
@@ -47,6 +51,14 @@ for step, (imgs, targets) in enumerate(loader):
     if step % 8 == 0:
         print(f"step {{step}} loss {{loss.item():.4f}}")
 """
+MODELS = {
+    "tudui": {"shape": "3, 32, 32", "model": "Tudui()", "optimizer": "torch.optim.SGD(model.parameters(), lr=0.01)"},
+    "mlp": {
+        "shape": "32",
+        "model": "nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))",
+        "optimizer": "torch.optim.Adam(model.parameters(), lr=1e-3)",
+    },
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,12 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1, help="torch threads inside the script")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", choices=sorted(MODELS), default="tudui", help="tudui (conv-bound) or mlp")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "train_method1.py"
         images = args.batches * args.batch_size
-        script.write_text(SCRIPT.format(threads=args.threads, images=images, batch=args.batch_size))
+        script.write_text(
+            SCRIPT.format(threads=args.threads, images=images, batch=args.batch_size, **MODELS[args.model])
+        )
         root = str(Path(__file__).resolve().parent.parent)
         plain = [sys.executable, str(script)]
         rehearsed = [sys.executable, "-m", "helpers.rehearse", "--as", "gpu"]
@@ -80,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         rehearsed_losses = [line for line in outputs["rehearsed"].splitlines() if line.startswith("step ")]
         result = alternated({"plain": run(plain), "rehearsed": run(rehearsed)}, images, "cpu", args.repeats)
 
-    print(f"{args.batches} batches of {args.batch_size} images, {args.threads} thread(s), {args.repeats} repeats")
+    print(
+        f"{args.model}: {args.batches} batches of {args.batch_size}, {args.threads} thread(s), {args.repeats} repeats"
+    )
     for name in ("plain", "rehearsed"):
         print(f"  {name:<10} {images / result.rates[name]:6.2f} s per run (median)")
     ratio = 1 / result.ratios["rehearsed"]

@@ -20,3 +20,18 @@ def test_rehearsal_benchmark_prints_its_ratio_and_the_same_losses(capsys):
     out = capsys.readouterr().out
     assert "rehearsed / plain time:" in out and "budget 1.5x" in out
     assert "the script's printed losses: the same in both runs" in out
+
+
+def test_rehearsal_benchmark_runs_the_per_operator_mlp_too(capsys):
+    bench = course.load_benchmark("bench_rehearse")
+    assert bench.main(["--model", "mlp", "--batches", "9", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mlp: 9 batches") and "the script's printed losses: the same in both runs" in out
+
+
+def test_mode_cost_benchmark_times_the_four_variants(capsys):
+    bench = course.load_benchmark("bench_mode_cost")
+    assert bench.main(["--steps", "3", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    for variant in ("plain", "function mode", "dispatch mode", "both"):
+        assert f"  {variant} " in out

@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", default=str(MANIFEST))
     p.add_argument("--scripts", help="a folder holding <name>.py for each script (otherwise: download)")
     p.add_argument("--cache", default=str(Path.home() / ".cache" / "course-rehearse-corpus"))
-    p.add_argument("--batch", help="score one batch only (development or blind)")
+    p.add_argument("--batch", help="score one batch only (development, blind or blind3)")
     p.add_argument("--only", nargs="*", help="score these names only")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--timeout", type=float, default=120)

@@ -113,7 +113,25 @@ def main(argv: list[str] | None = None) -> int:
 
     report = run_script(str(script), opts.args, machine, opts.steps, opts.loops, opts.timeout, emit=show)
     show(report)
+    if report.runs and machine.cuda and not opts.json:
+        _tied_to_cuda(script)
     return report.exit_code()
+
+
+def _tied_to_cuda(script: Path) -> None:
+    """A script that runs on a CUDA GPU may run nowhere else: say so when its reading finds what ties it there."""
+    from helpers.rehearse.static_check import read
+
+    tied = read(script).problems
+    if tied:
+        print(
+            tr(
+                "but only where there is a CUDA GPU: {n} line(s) tie it to one (first: line {line}); see them with "
+                "--static, or rehearse it --as mac and --as laptop",
+                n=len({f.line for f in tied}),
+                line=min(f.line for f in tied),
+            )
+        )
 
 
 if __name__ == "__main__":

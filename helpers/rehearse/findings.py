@@ -104,6 +104,12 @@ KINDS = _kinds(
         tr_lazy("notebook 08, section 2 (one process per device, gloo on the CPU); notebook 08, section 4 (mp.spawn)"),
         blocks=False,
     ),
+    Kind(
+        "nccl-backend",
+        tr_lazy("init_process_group('nccl') for any device: NCCL needs CUDA GPUs, a Mac or a laptop refuses it"),
+        tr_lazy("backend = 'nccl' if torch.cuda.is_available() else 'gloo'"),
+        tr_lazy("notebook 08, section 2 (one process per device, gloo on the CPU)"),
+    ),
     # what the rehearsal meets at run time
     Kind(
         "mixed-devices",
@@ -163,6 +169,24 @@ KINDS = _kinds(
             "torch.Generator(device=device), or draw on the CPU and move: torch.randn(..., generator=g).to(device)"
         ),
         tr_lazy("notebook 03, section 7 (a default device)"),
+    ),
+    Kind(
+        "cublas-deterministic",
+        tr_lazy("torch.use_deterministic_algorithms(True) on a CUDA GPU: cuBLAS refuses without a fixed workspace"),
+        tr_lazy(
+            "set CUBLAS_WORKSPACE_CONFIG=:4096:8 in the environment before the script starts (or in os.environ "
+            "before the first CUDA call)"
+        ),
+        tr_lazy("notebook 09, section 12 (errors that belong to one kind of machine)"),
+    ),
+    Kind(
+        "mps-missing-op",
+        tr_lazy("an operator the Mac's GPU (MPS) has no kernel for, in this version of torch"),
+        tr_lazy(
+            "run that one step on the CPU (x.cpu(), then back with .to(device)), or set "
+            "PYTORCH_ENABLE_MPS_FALLBACK=1 before the script starts (every such operator then runs on the CPU, slower)"
+        ),
+        tr_lazy("notebook 09, section 12 (errors that belong to one kind of machine)"),
     ),
     Kind(
         "script-bug",

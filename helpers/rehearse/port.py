@@ -32,7 +32,9 @@ from helpers.course.i18n import tr, tr_lazy
 from helpers.rehearse.static_check import _dotted, _string, has_main_guard, read
 
 DEVICE = "device"
-CHOICE = 'torch.device("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")'
+CHOICE_TEXT = '"cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"'
+CHOICE = f"torch.device({CHOICE_TEXT})"
+BACKEND = '"nccl" if torch.cuda.is_available() else "gloo"'
 _DTYPES = {
     "FloatTensor": "float32",
     "DoubleTensor": "float64",
@@ -173,13 +175,26 @@ class _Port(cst.CSTTransformer):
             return updated.with_changes(func=updated.func.with_changes(value=inner))
         changed = False
         args = []
-        for arg in updated.args:
-            if arg.keyword is not None and arg.keyword.value == "device" and _device_value(arg.value):
+        for i, arg in enumerate(updated.args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword in ("device", "map_location") and _device_value(arg.value):
                 arg, changed = arg.with_changes(value=device), True
+            elif keyword == "default" and last == "add_argument" and _device_value(arg.value):  # --device cuda
+                arg, changed = arg.with_changes(value=cst.parse_expression(CHOICE_TEXT)), True
+            elif last == "init_process_group" and (keyword == "backend" or (keyword is None and i == 0)):
+                if (_string(arg.value) or "").lower() == "nccl":  # NCCL needs CUDA GPUs: gloo elsewhere
+                    arg, changed = arg.with_changes(value=cst.parse_expression(BACKEND)), True
             args.append(arg)
         if changed:
             self.changed += 1
             return updated.with_changes(args=args)
+        return updated
+
+    def leave_DictElement(self, original: cst.DictElement, updated: cst.DictElement) -> cst.DictElement:
+        """``{'device': 'cuda'}``: a config's device, with the fallback."""
+        if "device" in (_string(updated.key) or "") and _device_value(updated.value):
+            self.changed += 1
+            return updated.with_changes(value=cst.parse_expression(CHOICE_TEXT))
         return updated
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
@@ -323,13 +338,7 @@ def _guard_the_script(module: cst.Module) -> cst.Module | None:
 def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
     """The ported code, and what is left to the learner (lines of text)."""
     module = cst.parse_module(code)
-    tmp = Path(tempfile.mkdtemp()) / Path(path).name
-    try:
-        tmp.write_text(code, encoding="utf-8")
-        reading = read(tmp)
-    finally:
-        tmp.unlink(missing_ok=True)
-        tmp.parent.rmdir()
+    reading = _read_code(code, path)
     numpy_lines = {f.line for f in reading.findings if f.kind == "numpy-of-device-tensor"}
     wrappers = {f.message.removesuffix(".state_dict()") for f in reading.findings if f.kind == "dataparallel-prefix"}
     port = _Port(numpy_lines, wrappers, _legacy_aliases(module), _availability_flags(module))
@@ -346,7 +355,22 @@ def port_source(code: str, path: str = "script.py") -> tuple[str, list[str]]:
         for f in reading.findings
         if f.kind == "workers-no-main-guard" or "CUDA_VISIBLE_DEVICES" in f.message
     ]
+    listed = {(f.kind, f.message) for f in reading.findings if f.kind == "workers-no-main-guard"}
+    for f in _read_code(ported.code, path).problems:  # what still ties the port to one machine, at the port's line
+        if (f.kind, f.message) not in listed and "CUDA_VISIBLE_DEVICES" not in f.message:
+            left.append(tr("{line}: [{kind}] left for you: {what}", line=f.line, kind=f.kind, what=f.message))
     return ported.code, left
+
+
+def _read_code(code: str, path: str):
+    """The static reading of ``code`` as if it were the file ``path``."""
+    tmp = Path(tempfile.mkdtemp()) / Path(path).name
+    try:
+        tmp.write_text(code, encoding="utf-8")
+        return read(tmp)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp.parent.rmdir()
 
 
 def port_command(

@@ -11,21 +11,43 @@ the real device's wording), and the run goes on with the CPU data: an op that mi
 (0-dim CPU tensors are allowed, as on CUDA, except in ``cat``/``stack``), ``.numpy()`` of a device tensor, an index
 past the machine's GPUs, a device the machine lacks, float64 on a Mac (moved there, made there by a factory, or
 the result of an op there), a CPU generator for a device factory, a custom ``backward`` whose gradient is on
-another device than its input, a DataLoader worker forked after the GPU was used, ``torch.cuda.synchronize()``
-or ``pin_memory()`` where there is no GPU. What a GPU would wait for is counted in ``events``: each sync
-(``.item()``, a Python ``if`` on a device tensor, printing one, a blocking ``.cpu()``, ``.tolist()``, a boolean
-mask) and each copy to the device with its bytes, from pinned or pageable memory, and whether the CPU waits for
-it; the bytes held per device, with their peak, answer ``torch.cuda.memory_allocated(device)`` and
-``max_memory_allocated``.
+another device than its input, a DataLoader worker forked after the GPU was used, ``torch.cuda.synchronize()``,
+``torch.mps.synchronize()`` or ``pin_memory()`` where that device is missing, cuBLAS under
+``torch.use_deterministic_algorithms(True)`` without ``CUBLAS_WORKSPACE_CONFIG``, an operator MPS has no kernel
+for in this torch (``mps_ops``). What a GPU would wait for is
+counted in ``events``: each sync (``.item()``, a Python ``if`` on a device tensor, printing one, a blocking
+``.cpu()``, ``.tolist()``, a boolean mask) and each copy to the device with its bytes, from pinned or pageable
+memory, and whether the CPU waits for it; the bytes held per device, with their peak, answer
+``torch.cuda.memory_allocated(device)`` and ``max_memory_allocated``.
 
-Modelled rather than passed to a driver: streams and events (the work is done when queued), ``torch.mps`` memory
-on a Mac, NCCL (rehearsed with gloo, and said so), ``torch.compile`` (run eagerly, and said so), a ``Parameter``
-made from a device tensor (it keeps the device). ``torch.multiprocessing.spawn`` starts real processes, outside the
-pretend machine, and says so (and says when it starts none: ``nprocs=torch.cuda.device_count()`` without a GPU). Not
-seen: autograd's own ops (they run on CPU data, and ``.grad`` is tagged when read), what C++ does inside an op, and
-other threads' ops (the mode is per thread). A failure the rehearsal cannot explain is checked against a plain CPU
-run (``script_run``). A wrapper subclass that reports ``cuda`` below the dispatcher was rejected: C++ then picks CUDA
-kernels (a convolution aborts the process).
+Modelled rather than passed to a driver: autocast on the device (the CPU's autocast in float16, or the bfloat16
+asked for: the dtypes a GPU gives, from the CPU's list of ops to cast, which is close to CUDA's), streams and events
+(the work is done when queued; an event times the CPU), generators made for the device, ``torch.mps`` memory on a
+Mac, NCCL (rehearsed with gloo, and said so), ``torch.compile`` (run eagerly, and said so; CUDA graphs, mode
+``reduce-overhead`` or ``max-autotune`` on a GPU, make the verdict "could not tell"), a ``Parameter`` made from a
+device tensor (it keeps the device), the threads the script starts (each enters the mode: a mode is per thread),
+``torch.func`` transforms (their wrappers carry no tag; the tensors inside them do).
+``torch.multiprocessing.spawn`` starts real processes, outside the pretend machine, and says so (and says when it
+starts none: ``nprocs=torch.cuda.device_count()`` without a GPU). A failure the rehearsal cannot explain is checked
+against a plain CPU run (``script_run``).
+
+Why a function mode, not the dispatcher. A rehearsal promises the CPU's real numbers (a script's prints and its
+control flow depend on them) and the script's own view of its devices. Three dispatcher-level designs were weighed:
+
+- fake tensors (``FakeTensorMode`` with a device) compute no numbers: a script that prints a loss or stops on one
+  cannot run on them;
+- a wrapper subclass that reports ``cuda`` below the dispatcher makes C++ pick CUDA kernels (a convolution aborts
+  the process on a machine without CUDA);
+- a ``TorchDispatchMode`` sees every aten op, autograd's and composite ones included, but not what a script asks
+  in Python (``.device``, ``.is_cuda``, ``.numpy()``, ``.to()``'s arguments), which must still be answered above
+  the dispatcher. Both layers cost more than the rehearsal's budget on small ops: on a three-layer MLP with Adam
+  (``python benchmarks/bench_mode_cost.py``), a pass-through dispatch mode alone took about 1.6x the plain step,
+  and added about 0.7x on top of this mode.
+
+So the mode stays above the dispatcher, and what it cannot see there is closed where PyTorch exposes it: the
+autograd engine's gradients (``.grad`` is tagged when read; a custom ``Function``'s backward is checked against its
+inputs' devices), ``Parameter`` construction, threads, ``torch.func`` wrappers, compiled graphs. Not seen: what C++
+does inside one op (a kernel's own error appears as the CPU's, or not at all).
 """
 
 from __future__ import annotations
@@ -45,6 +67,7 @@ from torch.utils._pytree import tree_leaves
 from helpers.course.i18n import tr, tr_lazy
 from helpers.lab import simulate
 from helpers.lab.sync_recorder import BOOLEAN_MASK, CPU_INDICES
+from helpers.rehearse import mps_ops
 
 CPU = torch.device("cpu")
 MPS_FLOAT64 = (
@@ -152,6 +175,7 @@ class Event:
     nbytes: int = 0
     pinned: bool = False  # a copy from pinned memory
     blocking: bool = True  # without non_blocking=True: the CPU waits for it (always, from pageable memory)
+    outside: bool = True  # met outside a DataLoader loop's batch (before the first, after a loop ended)
 
 
 @dataclass
@@ -164,16 +188,24 @@ class Ledger:
     tags: dict[int, tuple[weakref.ref, torch.device]] = field(default_factory=dict)
     pinned: dict[int, weakref.ref] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
-    step: int = 0
+    step: int = 0  # DataLoader batches so far, all loops together
+    in_batch: bool = False  # between a loop's batch and the next (False before the first and after a loop)
+    loader_used: bool = False
     default_device: torch.device | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     notes: list[str] = field(default_factory=list)  # what the run did not model as the machine would
+    gaps: list[str] = field(default_factory=list)  # what it met and cannot model: the verdict is "could not tell"
+    generators: dict[int, tuple[weakref.ref, torch.device]] = field(default_factory=dict)
     pid: int = field(default_factory=os.getpid)  # a DataLoader worker forked from this process has another
     cuda_used: bool = False  # the pretend GPU was used: a forked worker cannot use it again
     held: dict[torch.device, dict[int, int]] = field(default_factory=dict)  # device: {storage: bytes}
     peaks: dict[torch.device, int] = field(default_factory=dict)
     users: dict[tuple[torch.device, int], int] = field(default_factory=dict)  # tensors per storage
     totals: dict[torch.device, int] = field(default_factory=dict)  # bytes held now, per device
+
+    def generator_device(self, generator) -> torch.device:
+        entry = self.generators.get(id(generator))
+        return entry[1] if entry is not None and entry[0]() is generator else generator.device
 
     def device_of(self, t: torch.Tensor) -> torch.device:
         entry = self.tags.get(id(t))
@@ -251,7 +283,7 @@ class Ledger:
         return ref is not None and ref() is t
 
     def note(self, what: str, nbytes: int = 0, pinned: bool = False, blocking: bool = True) -> None:
-        self.events.append(Event(what, self.where(), self.step, nbytes, pinned, blocking))
+        self.events.append(Event(what, self.where(), self.step, nbytes, pinned, blocking, not self.in_batch))
 
     def on_device(self) -> list[torch.Tensor]:
         return [t for ref, _ in list(self.tags.values()) if (t := ref()) is not None]
@@ -263,6 +295,24 @@ def _storage(t: torch.Tensor) -> tuple[int, int] | None:
         return storage.data_ptr(), storage.nbytes()
     except (RuntimeError, NotImplementedError):
         return None
+
+
+def _tensors(obj) -> Iterator[torch.Tensor]:
+    """The tensors in an op's arguments or result: tuples, lists and dicts, as deep as they go (pytree's
+    ``tree_leaves`` costs several times more on every op, and ops take no other containers)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, tuple | list):
+        for item in obj:
+            if isinstance(item, torch.Tensor):
+                yield item
+            elif isinstance(item, tuple | list | dict):
+                yield from _tensors(item)
+    elif isinstance(obj, dict):
+        yield from _tensors(tuple(obj.values()))
+
+
+_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def _boolean_mask(args) -> bool:
@@ -356,27 +406,28 @@ class PretendDevices(TorchFunctionMode):
             led.tag(t, led.device_of(new))
             return None
         name = getattr(func, "__name__", "")
-        if name == "to" and args and isinstance(args[0], torch.Tensor):
-            return self._to(args[0], args[1:], kwargs)
-        if name == "cuda" and args and isinstance(args[0], torch.Tensor):
-            index = args[1] if len(args) > 1 else kwargs.get("device")
-            return self._arrive(
-                args[0], _device(index if index is not None else "cuda"), None, kwargs.get("non_blocking", False)
-            )
-        if name == "cpu" and args and isinstance(args[0], torch.Tensor):
-            return self._arrive(args[0], CPU)
-        if name == "type" and len(args) > 1 and isinstance(args[1], LegacyType):
-            return self._arrive(args[0], _device("cuda"), args[1].dtype)
-        if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
-            if not (led.machine.cuda or led.machine.mps):  # nothing to pin for: the real call raises
-                led.report("no-gpu", simulate.NO_DRIVER, "pin_memory")
-                return args[0]
-            return led.mark_pinned(args[0].clone())
-        if name == "is_pinned" and args and isinstance(args[0], torch.Tensor):
-            return led.is_pinned(args[0])
-        if name == "get_device" and args and isinstance(args[0], torch.Tensor):
-            device = led.device_of(args[0])
-            return -1 if device.type == "cpu" else device.index
+        if name in _METHODS:  # the few names handled below: most ops skip these tests
+            if name == "to" and args and isinstance(args[0], torch.Tensor):
+                return self._to(args[0], args[1:], kwargs)
+            if name == "cuda" and args and isinstance(args[0], torch.Tensor):
+                index = args[1] if len(args) > 1 else kwargs.get("device")
+                return self._arrive(
+                    args[0], _device(index if index is not None else "cuda"), None, kwargs.get("non_blocking", False)
+                )
+            if name == "cpu" and args and isinstance(args[0], torch.Tensor):
+                return self._arrive(args[0], CPU)
+            if name == "type" and len(args) > 1 and isinstance(args[1], LegacyType):
+                return self._arrive(args[0], _device("cuda"), args[1].dtype)
+            if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
+                if not (led.machine.cuda or led.machine.mps):  # nothing to pin for: the real call raises
+                    led.report("no-gpu", simulate.NO_DRIVER, "pin_memory")
+                    return args[0]
+                return led.mark_pinned(args[0].clone())
+            if name == "is_pinned" and args and isinstance(args[0], torch.Tensor):
+                return led.is_pinned(args[0])
+            if name == "get_device" and args and isinstance(args[0], torch.Tensor):
+                device = led.device_of(args[0])
+                return -1 if device.type == "cpu" else device.index
         if func in _PASS:
             return func(*args, **kwargs)
         forced = name == "numpy" and kwargs.get("force", False)  # .numpy(force=True) copies to the host itself
@@ -393,14 +444,14 @@ class PretendDevices(TorchFunctionMode):
             )
         if name in _SYNCS and args and isinstance(args[0], torch.Tensor) and led.device_of(args[0]).type != "cpu":
             led.note(_SYNCS[name])
-        elif name in ("__getitem__", "masked_select") and _boolean_mask(args) and led.device_of(args[0]).type != "cpu":
+        elif name in ("__getitem__", "masked_select") and led.device_of(args[0]).type != "cpu" and _boolean_mask(args):
             led.note(BOOLEAN_MASK if name == "__getitem__" else "masked_select()")  # the result's size: a sync
         target = kwargs.get("device")
         if target is not None or (led.default_device is not None and name in _FACTORIES):
             device = _device(target) if target is not None else led.default_device
             _forked_worker(led, device)
             generator = kwargs.get("generator")
-            if generator is not None and generator.device.type != device.type and device.type != "cpu":
+            if generator is not None and led.generator_device(generator).type != device.type and device.type != "cpu":
                 led.report(
                     "generator-device",
                     f"Expected a '{device.type}' device type for generator but found '{generator.device.type}'",
@@ -416,19 +467,21 @@ class PretendDevices(TorchFunctionMode):
             result = func(*args, **kwargs)
             if device.type != "cpu" and name in ("tensor", "as_tensor") and isinstance(result, torch.Tensor):
                 led.note("copy", result.numel() * result.element_size())  # built on the host, then copied
-            if device.type == "mps" and any(
-                isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tree_leaves(result)
-            ):
+            if device.type == "mps" and any(t.dtype == torch.float64 for t in _tensors(result)):
                 led.report("mps-float64", MPS_FLOAT64, name)
-            for t in tree_leaves(result):
-                if isinstance(t, torch.Tensor):
-                    led.tag(t, device)
+            for t in _tensors(result):
+                led.tag(t, device)
             return result
         device = self._common_device(name, args, kwargs)
         result = func(*args, **kwargs)
+        if device is not None and device.type == "cuda" and name in _CUBLAS and _cublas_refuses():
+            led.report("cublas-deterministic", CUBLAS_DETERMINISTIC, name)
+        elif device is not None and device.type == "mps" and name in mps_ops.missing():
+            if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") != "1":  # otherwise it runs on the CPU, slower
+                led.report("mps-missing-op", mps_ops.MESSAGE.format(name=name), name)
         if device is not None:
-            for t in tree_leaves(result):
-                if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            for t in _tensors(result):
+                if t.device.type == "cpu":
                     if device.type == "mps" and t.dtype == torch.float64:
                         led.report("mps-float64", MPS_FLOAT64, name)
                     led.tag(t, device)
@@ -438,11 +491,14 @@ class PretendDevices(TorchFunctionMode):
         """The device of an op's tensors (None: the CPU); reports a mix as the GPU would refuse it."""
         led = self.ledger
         found: dict[torch.device, torch.Tensor] = {}
-        for t in tree_leaves((args, kwargs)):
-            if isinstance(t, torch.Tensor):
-                device = led.device_of(t)
-                if not (device.type == "cpu" and t.dim() == 0) or name in _JOINS:  # 0-dim CPU: a number
-                    found.setdefault(device, t)
+        if not led.tags:
+            return None
+        for t in _tensors((args, kwargs) if kwargs else args):
+            if _functorch_wrapped(t):  # a torch.func transform's wrapper of a tensor: its device is the tensor's
+                continue
+            device = led.device_of(t)
+            if not (device.type == "cpu" and t.dim() == 0) or name in _JOINS:  # 0-dim CPU: a number
+                found.setdefault(device, t)
         if len(found) <= 1:
             device = next(iter(found), CPU)
             return None if device.type == "cpu" else device
@@ -460,6 +516,22 @@ class PretendDevices(TorchFunctionMode):
         return first if first.type != "cpu" else second
 
 
+_CUBLAS = {"linear", "matmul", "__matmul__", "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "einsum"}
+CUBLAS_DETERMINISTIC = (
+    "Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or "
+    "`at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because it uses CuBLAS "
+    "and you have CUDA >= 10.2. To enable deterministic behavior in this case, you must set an environment variable "
+    "before running your PyTorch application: CUBLAS_WORKSPACE_CONFIG=:4096:8 or CUBLAS_WORKSPACE_CONFIG=:16:8."
+)
+
+
+def _cublas_refuses() -> bool:
+    """cuBLAS under torch.use_deterministic_algorithms(True) needs a fixed workspace, set before the script starts."""
+    workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    return torch.are_deterministic_algorithms_enabled() and workspace not in (":4096:8", ":16:8")
+
+
+_METHODS = {"to", "cuda", "cpu", "type", "pin_memory", "is_pinned", "get_device"}
 _JOINS = {"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack"}
 _FACTORIES = {
     "zeros",
@@ -510,6 +582,8 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
     """Within the block, this thread's torch runs as on ``ledger.machine``."""
     from unittest import mock
 
+    import torch._dynamo  # noqa: F401  (an optimizer imports it; it reads torch's queries as it loads: the real ones)
+
     mode = PretendDevices(ledger)
     machine = ledger.machine
 
@@ -532,13 +606,31 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         ledger.note("torch.cuda.synchronize()")
 
     def mps_synchronize():
+        if not machine.mps:  # torch.mps.synchronize() where there is no MPS: the real error
+            ledger.report("no-gpu", "Cannot execute deviceSynchronize() without MPS backend.", "torch.mps.synchronize")
+            return
         ledger.note("torch.mps.synchronize()")
 
     def compile_eagerly(model=None, **options):
-        """torch.compile: the rehearsal runs the model eagerly (a compiled graph is not rehearsed), and says so."""
+        """torch.compile: the rehearsal runs the model eagerly (a compiled graph is not rehearsed), and says so;
+        CUDA graphs (mode reduce-overhead or max-autotune on a GPU) change what the script may do with the outputs,
+        so a rehearsal that meets them cannot tell."""
         note = tr("torch.compile: rehearsed eagerly (the compiled graph itself is not rehearsed)")
         if note not in ledger.notes:
             ledger.notes.append(note)
+        if machine.cuda and options.get("mode") in ("reduce-overhead", "max-autotune"):
+            ledger.gaps.append(
+                tr(
+                    "torch.compile(mode={mode!r}) records CUDA graphs on a GPU, which the rehearsal does not: an "
+                    "output kept from one call is overwritten by the next (clone it, or call "
+                    "torch.compiler.cudagraph_mark_step_begin() before each call)",
+                    mode=options["mode"],
+                )
+            )
+        if isinstance(model, torch.nn.Module):  # what torch.compile returns: _orig_mod, and its state_dict's keys
+            from torch._dynamo.eval_frame import OptimizedModule
+
+            return OptimizedModule(model, lambda fn: fn)
         return model if model is not None else (lambda fn: fn)
 
     def init_process_group(backend=None, *args, **kwargs):
@@ -624,6 +716,21 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
     def pin(data, device=None):  # the DataLoader's pin_memory=True, also in its pinning thread
         return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: ledger.mark_pinned(t.clone()), data)
 
+    real_run = threading.Thread.run
+
+    def run_pretending(self):  # a thread the script starts runs on the pretend machine too (a mode is per thread)
+        with PretendDevices(ledger):
+            real_run(self)
+
+    real_autocast_init = torch.amp.autocast_mode.autocast.__init__
+
+    def autocast_init(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        """autocast on the pretend device: the CPU's autocast in the device's lower precision (float16 unless the
+        script says bfloat16), so a rehearsed script sees the dtypes a GPU gives it."""
+        if (device_type == "cuda" and machine.cuda) or (device_type == "mps" and machine.mps):
+            device_type, dtype = "cpu", dtype or torch.float16
+        real_autocast_init(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
     real_set_default_tensor_type = torch.set_default_tensor_type
     real_init_process_group = torch.distributed.init_process_group if torch.distributed.is_available() else None
     real_load = torch.load
@@ -644,6 +751,9 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         mock.patch.object(torch.cuda, "max_memory_reserved", lambda device=None: ledger.allocated(device, peak=True)),
         mock.patch.object(torch.cuda, "reset_peak_memory_stats", ledger.reset_peak),
         mock.patch.object(torch.cuda, "reset_max_memory_allocated", ledger.reset_peak),
+        mock.patch.object(torch.amp.autocast_mode.autocast, "__init__", autocast_init),
+        mock.patch.object(threading.Thread, "run", run_pretending),
+        mock.patch.object(torch, "Generator", _generator_type(ledger)),
         mock.patch.object(torch, "compile", compile_eagerly),
         mock.patch.object(torch.nn.Module, "compile", lambda self, *a, **k: compile_eagerly(self) and None),
         mock.patch.object(torch.nn.Parameter, "__new__", staticmethod(new_parameter)),
@@ -705,6 +815,29 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
             stack.enter_context(patch)
         stack.enter_context(mode)
         yield mode
+
+
+def _generator_type(ledger: Ledger):
+    """``torch.Generator(device=...)`` on the pretend machine: a CPU generator that remembers its device (a device
+    the machine lacks is refused as the real call refuses it); ``isinstance`` still answers for real generators."""
+    real = torch.Generator
+
+    class Meta(type):
+        def __instancecheck__(cls, obj) -> bool:
+            return isinstance(obj, real)
+
+        def __call__(cls, device="cpu"):
+            where = _device(device)
+            if where.type != "cpu":
+                refused = ledger.machine.refuses(where)
+                if refused is not None:
+                    ledger.report("device-index" if "ordinal" in refused else "no-gpu", refused, "torch.Generator")
+                    where = CPU
+            generator = real()
+            ledger.generators[id(generator)] = (weakref.ref(generator), where)
+            return generator
+
+    return Meta("Generator", (), {})
 
 
 def _variable(ledger: Ledger, real):

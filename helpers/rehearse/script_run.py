@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.abc
+import importlib.util
 import io
 import json
 import os
@@ -41,7 +43,7 @@ _OURS = (
     str(Path(os.__file__).resolve().parent),
     "<frozen",
 )
-SYNTHETIC_SIZES = {True: 512, False: 256}  # train, test
+SYNTHETIC_SIZES = {True: 4096, False: 1024}  # train, test: two batches of 2,000 and more
 
 
 class RehearsalStop(BaseException):
@@ -115,21 +117,69 @@ def _limited_loader(
                 )
             )
         done["loops"] += 1
-        for i, batch in enumerate(real_iter(self)):
-            if i >= steps:
-                break
-            ledger.step += 1
-            yield batch
+        ledger.loader_used = True
+        try:
+            for i, batch in enumerate(real_iter(self)):
+                if i >= steps:
+                    break
+                ledger.step += 1
+                ledger.in_batch = True
+                yield batch
+        finally:
+            ledger.in_batch = False
 
     return mock.patch.object(torch.utils.data.DataLoader, "__iter__", limited)
 
 
+@contextlib.contextmanager
 def _offline_datasets(notes: list[str]):
-    """torchvision's datasets, served by a synthetic stand-in of the same shape when the real one cannot load."""
-    try:
-        import torchvision.datasets as datasets
-    except ImportError:
-        return contextlib.nullcontext()
+    """torchvision's datasets, served by a synthetic stand-in of the same shape when the real one cannot load.
+
+    Applied when the script imports torchvision (at once, if it is imported already): importing it costs a second
+    or more, which a script that never uses it should not pay. It loads with torch's real CUDA version, as it
+    checks that its own build matches."""
+    with contextlib.ExitStack() as stack:
+        if "torchvision.datasets" in sys.modules:
+            stack.enter_context(_stand_ins(sys.modules["torchvision.datasets"], notes))
+            yield
+            return
+        real_cuda = torch.version.cuda
+
+        def load(real_exec, module):
+            with mock.patch.object(torch.version, "cuda", real_cuda):
+                real_exec(module)
+            if "torchvision.datasets" in sys.modules:
+                stack.enter_context(_stand_ins(sys.modules["torchvision.datasets"], notes))
+
+        hook = _OnImport("torchvision", load)
+        sys.meta_path.insert(0, hook)
+        try:
+            yield
+        finally:
+            sys.meta_path.remove(hook)
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Loads the module ``name`` through ``load(real_exec_module, module)`` when it is first imported."""
+
+    def __init__(self, name: str, load) -> None:
+        self.name, self.load = name, load
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # the real spec, from the other finders
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is not None and spec.loader is not None:
+            real_exec, load = spec.loader.exec_module, self.load
+            spec.loader.exec_module = lambda module: load(real_exec, module)
+        return spec
+
+
+def _stand_ins(datasets, notes: list[str]) -> contextlib.ExitStack:
     shapes = {
         "MNIST": ((1, 28, 28), 10),
         "FashionMNIST": ((1, 28, 28), 10),
@@ -220,10 +270,10 @@ class _SyntheticGrey(torch.utils.data.Dataset):
 def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
     by_step = defaultdict(list)
     for event in ledger.events:
-        by_step[event.step].append(event)
+        by_step[event.step, event.outside and event.step > 0].append(event)
     lines = []
-    for step in sorted(by_step)[:limit]:
-        events = by_step[step]
+    for step, after in sorted(by_step)[:limit]:
+        events = by_step[step, after]
         syncs = Counter((e.what, e.where) for e in events if e.what != "copy")
         copies = [e for e in events if e.what == "copy"]
         pinned = sum(e.nbytes for e in copies if e.pinned)
@@ -233,7 +283,7 @@ def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
             f"{tr(what)} {Path(f).name}:{line}" + (f" x{n}" if n > 1 else "") for (what, (f, line)), n in syncs.items()
         )
         fields = {
-            "label": tr("before the first batch") if step == 0 else tr("step {n}", n=step),
+            "label": _step_label(ledger, step, after),
             "syncs": sum(syncs.values()),
             "sites": tr(" ({sites})", sites=sites) if sites else "",
             "copies": len(copies),
@@ -257,6 +307,14 @@ def _cost_lines(ledger: Ledger, limit: int = 8) -> list[str]:
     if len(by_step) > limit:
         lines.append("  " + tr("... and {n} more step(s) like these", n=len(by_step) - limit))
     return lines
+
+
+def _step_label(ledger: Ledger, step: int, after: bool) -> str:
+    if not ledger.loader_used:
+        return tr("the whole run (no DataLoader: steps are counted by its batches)")
+    if step == 0:
+        return tr("before the first batch")
+    return tr("after step {n}, outside the loop", n=step) if after else tr("step {n}", n=step)
 
 
 def _bytes(n: int) -> str:
@@ -493,6 +551,9 @@ def run_script(
                 seconds=timeout,
                 steps=ledger.step,
             )
+        if ledger.gaps and not report.tool_error and not report.problems:  # met what it cannot model
+            report.gap = True
+            report.tool_error = tr("could not tell: {why}", why="; ".join(dict.fromkeys(ledger.gaps)))
         all_notes = notes + ledger.notes
         if all_notes:
             report.stopped = "\n".join([*dict.fromkeys(all_notes), report.stopped]).strip()
@@ -531,6 +592,7 @@ def run_script(
     if old_alarm is not None:
         signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     limited = _limited_loader(report, ledger, machine, script, steps, loops, swallowed)
+    deterministic = torch.are_deterministic_algorithms_enabled()  # a script's global setting, not the next one's
     try:
         with _offline_datasets(notes), limited, pretend(ledger):
             runpy.run_path(script, run_name="__main__")
@@ -549,6 +611,7 @@ def run_script(
             signal.signal(signal.SIGALRM, old_alarm)
         sys.argv, sys.path[:] = old_argv, old_path
         socket.setdefaulttimeout(old_timeout)
+        torch.use_deterministic_algorithms(deterministic)
         _end_process_group()
     return finish()
 
@@ -581,7 +644,12 @@ def rehearse(
         str(script),
         *args,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=timeout + 60)
+    limit = 2 * timeout + 60  # the rehearsal, then perhaps a plain CPU run of the same script, then the report
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=limit)
+    except subprocess.TimeoutExpired:
+        why = tr("could not tell: the rehearsal did not end within {seconds:.0f} s", seconds=limit)
+        return {"runs": False, "findings": [], "gap": True, "tool_error": why, "output": "", "exit_code": 3}
     start = done.stdout.rfind("\n{\n")
     start = 0 if done.stdout.startswith("{") else start + 1
     try:

@@ -26,6 +26,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from helpers.rehearse.findings import Finding, Report
 
 _INDEX = re.compile(r"^cuda:(\d+)$")
+_DEVICE_CHOICE = re.compile(r"['\"](cuda|cpu|mps)|\.cuda\(|\.to\(|torch\.device\(|device\s*=|\.cpu\(")
 _MAIN_GUARD = m.If(test=m.Comparison(left=m.Name("__name__")))
 _SPAWNS = ("torch.multiprocessing.spawn", "torch.multiprocessing.start_processes")
 
@@ -62,7 +63,17 @@ def _dotted(node: cst.BaseExpression) -> str:
 
 
 def _string(node) -> str | None:
-    return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    """A string literal's text; an f-string's with ``{}`` for each field (``f"cuda:{rank}"`` is ``cuda:{}``)."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    if isinstance(node, cst.FormattedString):
+        return "".join(p.value if isinstance(p, cst.FormattedStringText) else "{}" for p in node.parts)
+    return None
+
+
+def _cuda_text(node) -> str | None:
+    text = _string(node)
+    return text if text is not None and re.fullmatch(r"cuda(:(\d+|\{\}))?", text) else None
 
 
 def _asks_availability(node: cst.CSTNode) -> bool:
@@ -76,6 +87,10 @@ def _forced(value: cst.BaseExpression | None) -> bool:
 
 def _mentions(node: cst.CSTNode, text: str) -> bool:
     return text in cst.Module([]).code_for_node(node)
+
+
+# names that hold a GPU's index (an int), not a device: .to(rank), torch.device(args.gpu)
+_RANK_NAME = re.compile(r"^(local_)?rank$|^(local_)?gpu(_?(id|index|idx))?$|^device_?(id|index|idx)$")
 
 
 class _Reader(m.MatcherDecoratableVisitor):
@@ -102,10 +117,13 @@ class _Reader(m.MatcherDecoratableVisitor):
         self.device_names: set[str] = set()
         self.wrappers: set[str] = set()
         self.wrapper_lines: dict[str, int] = {}
-        self.fallback_line: int | None = None
+        self.fallback_line: int | None = None  # the first if on is_available() that picks a device
+        self.first_ask: int | None = None  # the first line that calls torch.cuda.is_available()
         self.numpy_calls: list[tuple[int, str]] = []
         self.aliases: dict[str, str] = {}  # local name: what it is in torch (t: torch, cuda: torch.cuda)
-        self.picks_at_run_time = bool(re.search(r"is_available\(", code))
+        self.if_tests: list[str] = []  # the tests of the ifs the reader is in
+        self.device_choice = False  # CUDA or not, chosen at run time (an if on is_available() picks a device)
+        self.cuda_api_calls: list[tuple[int, str]] = []  # torch.cuda calls outside a guard: line, call
 
     def canon(self, dotted: str) -> str:
         """``t.cuda.synchronize`` as ``torch.cuda.synchronize`` where ``import torch as t``."""
@@ -157,6 +175,7 @@ class _Reader(m.MatcherDecoratableVisitor):
         self._tests(node.test)
 
     def visit_If(self, node: cst.If) -> None:
+        self.if_tests.append(cst.Module([]).code_for_node(node.test))
         self._tests(node.test)
         if m.matches(node, _MAIN_GUARD):
             self.main_guard += 1
@@ -165,6 +184,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             self._fallback(node)
 
     def leave_If(self, node: cst.If) -> None:
+        self.if_tests.pop()
         if m.matches(node, _MAIN_GUARD):
             self.main_guard -= 1
         if self._guards(node.test):
@@ -184,6 +204,9 @@ class _Reader(m.MatcherDecoratableVisitor):
         if not self.functions and not self.main_guard:
             self.top_iterated |= {n.value for n in m.findall(node.iter, m.Name())}
 
+    def visit_CompFor(self, node: cst.CompFor) -> None:  # [x for x in loader], next(iter(loader)) at import time
+        self.visit_For(node)
+
     def visit_FunctionDef(self, node) -> None:
         self.functions += 1
         self.scopes.append(node.name.value)
@@ -193,8 +216,19 @@ class _Reader(m.MatcherDecoratableVisitor):
         self.scopes.pop()
 
     def _fallback(self, node) -> None:
-        if self.fallback_line is None and _mentions(node.test, "cuda.is_available"):
-            self.fallback_line = self.line(node)
+        """An if / if-expression on CUDA's availability whose branches pick a device: the script chooses at run
+        time (not one that raises without CUDA, or picks a dtype or a setting)."""
+        if not (_asks_availability(node.test) or self._names(node.test) & self.availability):
+            return
+        code = "".join(cst.Module([]).code_for_node(b) for b in (node.body, node.orelse) if b is not None)
+        if _DEVICE_CHOICE.search(code):
+            self.device_choice = True
+            if self.fallback_line is None and _mentions(node.test, "cuda.is_available"):
+                self.fallback_line = self.line(node)
+
+    @staticmethod
+    def _names(test) -> set[str]:
+        return {n.value for n in m.findall(test, m.Name())} | {_dotted(a) for a in m.findall(test, m.Attribute())}
 
     # names --------------------------------------------------------------------------------------------------
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -220,8 +254,13 @@ class _Reader(m.MatcherDecoratableVisitor):
                     self.gpu_counts[(scope, name)] = {name, *self.gpu_counts[(scope, value.value)]}
                 else:  # world_size = max(world_size, 1)
                     self.gpu_counts.pop((scope, name), None)
-        if isinstance(value, cst.SimpleString) and _string(value) in ("cuda", "cuda:0") and not self.guards:
-            self.add(node, "cuda-call", f"{_dotted(node.targets[0].target)} = {value.value}")
+        if (text := _cuda_text(value)) is not None and not self.guards:
+            self._device_string(node, text)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        """``{'device': 'cuda'}``: a config's device."""
+        if "device" in (_string(node.key) or "") and (text := _cuda_text(node.value)) and not self.guards:
+            self._device_string(node, text)
 
     def leave_Assign(self, node: cst.Assign) -> None:
         self._loader_name = ""
@@ -255,8 +294,8 @@ class _Reader(m.MatcherDecoratableVisitor):
     # calls --------------------------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
         func = self.canon(_dotted(node.func))
-        if self.fallback_line is None and func == "torch.cuda.is_available":
-            self.fallback_line = self.line(node)  # the first line that asks, an if's or an assignment's
+        if self.first_ask is None and func == "torch.cuda.is_available":
+            self.first_ask = self.line(node)  # the first line that asks, an if's or an assignment's
         args = [a for a in node.args if a.keyword is None]
         kwargs = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
         last = func.rsplit(".", 1)[-1]
@@ -272,10 +311,16 @@ class _Reader(m.MatcherDecoratableVisitor):
             index = args[1].value if len(args) > 1 else None
             if kind is not None:
                 self._device_string(node, kind, index)
+            elif self._rank(args[0].value):
+                self.add(node, "cuda-call", f"torch.device({_dotted(args[0].value)}): an int is a CUDA GPU's index")
+        elif last == "add_argument" and (text := _cuda_text(kwargs.get("default"))) and not self.guards:
+            self.add(node, "cuda-call", f"default={text!r}")
         elif last == "to" and args:
             kind = _string(args[0].value)
             if kind is not None:
                 self._device_string(node, kind)
+            elif self._rank(args[0].value):
+                self.add(node, "cuda-call", f".to({_dotted(args[0].value)}): an int is a CUDA GPU's index")
         elif func.endswith("set_default_tensor_type") and _mentions(node, "cuda"):
             self.add(node, "default-tensor-type", "set_default_tensor_type(cuda)")
         elif func.endswith("set_default_device") and args and (_string(args[0].value) or "").startswith("cuda"):
@@ -298,16 +343,28 @@ class _Reader(m.MatcherDecoratableVisitor):
                 elif not self.functions:  # built at import time: a problem if a loop at import time uses it
                     self.top_loaders[self._loader_name or f"<{self.line(node)}>"] = (self.line(node), "")
         elif func.startswith("torch.cuda.") and func.count(".") == 2 and last in _CUDA_ONLY:
-            if not self.guards and self.picks_at_run_time:
-                self.add(node, "cuda-api-unguarded", f"{func}()")
+            if not self.guards:
+                self.cuda_api_calls.append((self.line(node), f"{func}()"))
         elif func in _SPAWNS:
             self._spawn(node, args, kwargs)
+        elif last == "init_process_group" and not self.guards:
+            backend = kwargs.get("backend", args[0].value if args else None)
+            if backend is not None and (_string(backend) or "").lower().startswith("nccl"):
+                self.add(node, "nccl-backend", "init_process_group('nccl')")
         elif last == "numpy" and isinstance(node.func, cst.Attribute) and not _forced(kwargs.get("force")):
             self.numpy_calls.append((self.line(node), cst.Module([]).code_for_node(node.func.value)))
-        if "device" in kwargs:
-            kind = _string(kwargs["device"])
+        for keyword in ("device", "map_location"):
+            kind = _string(kwargs[keyword]) if keyword in kwargs else None
             if kind is not None:
                 self._device_string(node, kind)
+
+    def _rank(self, value: cst.BaseExpression) -> bool:
+        """A GPU's index in a name (``rank``, ``args.gpu``), outside a guard and outside an ``if`` that asks whether
+        the learner gave one (``if args.gpu is not None:``)."""
+        name = _dotted(value)
+        if not name or not _RANK_NAME.match(name.rsplit(".", 1)[-1]) or self.guards:
+            return False
+        return not any(re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", test) for test in self.if_tests)
 
     def _device_string(self, node, kind: str, index: cst.BaseExpression | None = None) -> None:
         number = _INDEX.match(kind)
@@ -343,8 +400,11 @@ class _Reader(m.MatcherDecoratableVisitor):
             roots = {n.split(".")[0] for n in names} | names
             if roots & self.device_names or re.search(r"\.cuda\(|\.to\(", receiver):
                 self.found.append((line, "numpy-of-device-tensor", f"{receiver}.numpy()"))
-        if self.fallback_line is not None and not self.mentions_mps and self.uses_cuda:
-            self.found.append((self.fallback_line, "cuda-only-fallback", "torch.cuda.is_available()"))
+        if self.device_choice and not self.mentions_mps and self.uses_cuda:
+            line = min(x for x in (self.first_ask, self.fallback_line) if x is not None)
+            self.found.append((line, "cuda-only-fallback", "torch.cuda.is_available()"))
+        if self.device_choice:  # a script tied to CUDA anyway is not told to guard its torch.cuda calls
+            self.found += [(line, "cuda-api-unguarded", call) for line, call in self.cuda_api_calls]
 
 
 def read(path: str | Path) -> Report:
