@@ -57,7 +57,11 @@ def test_doctor_on_this_machine_speaks_chinese():
     assert chinese.returncode == english.returncode == 0, chinese.stderr
     lines = chinese.stdout.splitlines()
     assert len(lines) == len(english.stdout.splitlines()), "the same report, line for line"
-    assert lines[0].startswith("[正常] Python：") and lines[-1].startswith("[正常] 课程设备：课程将使用 ")
+    assert (
+        lines[0].startswith("[正常] Python：")
+        and lines[-1].startswith("[正常] 课程设备：")
+        and lines[-1].endswith("）")
+    )
     assert all(CJK.search(line) for line in lines), chinese.stdout
     assert "[OK]" in english.stdout and not CJK.search(english.stdout)
 
@@ -174,7 +178,7 @@ def test_doctor_course_device_line_keeps_the_pickers_problem_and_gives_one_fix(z
     facts = replace(LAPTOP, course_device_env="cuda", course_device_error=message)
     check = by_topic(diagnose(facts))["course device"]
     assert check.status == "FAIL" and check.detail == message[: message.index(problem) + len(problem)]
-    assert check.fix.startswith("取消 COURSE_DEVICE（`unset COURSE_DEVICE`）")
+    assert check.fix.startswith("取消设置 COURSE_DEVICE（`unset COURSE_DEVICE`）") and check.fix.endswith("中的一个。")
 
 
 # --- --explain and the notes ------------------------------------------------------------------------------------------
@@ -185,7 +189,7 @@ def test_explain_a_pasted_message_in_chinese():
     assert explained.returncode == 0, explained.stderr
     lines = explained.stdout.splitlines()
     assert lines[0] == "[设备报错诊所] Expected all tensors to be on the same device"  # PyTorch's words, as written
-    assert lines[1].startswith("含义：一个操作拿到的张量不在同一个设备上")
+    assert lines[1].startswith("含义：一次运算用到的张量不在同一个设备上")
     assert (
         any(line.startswith("修复方法：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
     )
@@ -197,7 +201,10 @@ def test_explain_a_pasted_message_in_chinese():
 def test_explain_an_unknown_message_in_chinese():
     unknown = run_doctor("--explain", "ValueError: something else", lang="zh-CN")
     assert unknown.returncode == 1
-    assert unknown.stdout.strip() == "这不是已知的设备错误；`python -m helpers doctor` 可以检查这台机器。"
+    assert (
+        unknown.stdout.strip()
+        == "这条报错不在设备报错诊所的已知列表里。可以运行 `python -m helpers doctor` 检查这台机器。"
+    )
 
 
 @pytest.mark.parametrize("entry", KNOWN_ERRORS, ids=[e.key for e in KNOWN_ERRORS])

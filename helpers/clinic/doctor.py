@@ -50,7 +50,7 @@ __all__ = [  # what `from helpers.clinic.doctor import ...` gives, wherever it i
     "run_child",
 ]
 
-DESCRIPTION = tr_lazy("Device doctor: ``python -m helpers doctor`` says whether the course can run here, and on what.")
+DESCRIPTION = tr_lazy("Device doctor: `python -m helpers doctor` says whether the course can run here, and on what.")
 
 
 # How the report names its statuses and the topics that are words rather than names (Python, CUDA...).
