@@ -312,7 +312,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             if kind is not None:
                 self._device_string(node, kind, index)
             elif self._rank(args[0].value):
-                self.add(node, "cuda-call", f"torch.device({_dotted(args[0].value)}): an int is a CUDA GPU's index")
+                self.add(node, "cuda-call", f"torch.device({_dotted(args[0].value)})")
         elif last == "add_argument" and (text := _cuda_text(kwargs.get("default"))) and not self.guards:
             self.add(node, "cuda-call", f"default={text!r}")
         elif last == "to" and args:
@@ -320,7 +320,7 @@ class _Reader(m.MatcherDecoratableVisitor):
             if kind is not None:
                 self._device_string(node, kind)
             elif self._rank(args[0].value):
-                self.add(node, "cuda-call", f".to({_dotted(args[0].value)}): an int is a CUDA GPU's index")
+                self.add(node, "cuda-call", f".to({_dotted(args[0].value)})")
         elif func.endswith("set_default_tensor_type") and _mentions(node, "cuda"):
             self.add(node, "default-tensor-type", "set_default_tensor_type(cuda)")
         elif func.endswith("set_default_device") and args and (_string(args[0].value) or "").startswith("cuda"):
