@@ -379,10 +379,10 @@ def device_error(request=None, env: str = "", **machine) -> str:
 
 def test_device_errors_in_chinese(monkeypatch):
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    tail = "解决办法：从可用的设备中选一个；`python -m helpers doctor` 会说明它检查到的情况。"
+    tail = "解决办法是从可用的设备中选一个；`python -m helpers doctor` 会说明它检查到的情况。"
     assert device_error("cuda:3", cuda=2) == (
         "请求的设备：cuda:3 不可用，因为这台机器只有 2 块 CUDA GPU，编号从 0 开始。"
-        "这里可用的设备：cuda:0, cuda:1, cpu。" + tail
+        "这台机器上可用的设备有 cuda:0, cuda:1, cpu。" + tail
     )
     assert "这台机器只有 1 块 CUDA GPU" in device_error("cuda:1", cuda=1)
     assert "PyTorch 看不到任何 CUDA GPU" in device_error("cuda", cuda=0)

@@ -193,7 +193,7 @@ def test_explain_a_pasted_message_in_chinese():
     assert (
         any(line.startswith("修复方法：") for line in lines) and "x, y = x.to(device), y.to(device)" in explained.stdout
     )
-    assert lines[-1] == "相关课程：第 03 课（设备对象）第 8 节；第 09 课（报错诊所）第 2 节"
+    assert lines[-1] == "相关课程：第 03 课（torch.device 对象）第 8 节；第 09 课（设备报错诊所）第 2 节"
     english = run_doctor("--explain", "-", lang="en", stdin=SAME_DEVICE).stdout
     assert english.startswith("[device error clinic] Expected all tensors") and not CJK.search(english)
 
@@ -255,6 +255,31 @@ def test_chinese_wrapping_breaks_between_phrases_never_inside_a_word(zh):
         assert joined.count(word) == note.count(word), f"{word} cut across two lines"
 
 
+def test_chinese_wrapping_keeps_particles_and_code_lists_with_their_code(zh):
+    """No line starts with 的 or 会 right after code or English, and a list of code names joined by 、 is not cut."""
+    listed = "'gpu'、'CUDA:0'、'cuda0'、mat1、mat2、target、weight"
+    text = (
+        "修复方法：先对模型和张量调用 .cpu() 会在出错的那一行给出看得懂的报错，torch.cuda.is_available() 的返回值"
+        f"决定用哪个设备；报错信息会写出参数名 {listed} 和设备，CUDA_LAUNCH_BLOCKING=1 会让堆栈回溯指向真正出错的运算，"
+        "x.to(device) 的返回值要赋回变量，python -m helpers doctor 会帮你对比两者。"
+    )
+    for width in range(60, 101):  # the list alone is 52 columns
+        lines = known_errors.fill(text, width=width).splitlines()
+        assert len(lines) > 2 and all(columns(line) <= width for line in lines), width
+        assert "".join("".join(lines).split()) == "".join(text.split()), "nothing lost or added"
+        for before, after in zip(lines, lines[1:], strict=False):
+            assert not (after.strip()[0] in "的会" and not CJK.search(before[-1])), (width, before, after)
+            assert not before.endswith("、"), (width, before, after)
+        assert any(listed in line for line in lines), (width, lines)
+        assert any("python -m helpers doctor 会" in line for line in lines), "a command stays whole before 会"
+    notes = [known_errors.render(entry) for entry in KNOWN_ERRORS]
+    for note in notes:
+        lines = note.splitlines()
+        for before, after in zip(lines, lines[1:], strict=False):
+            assert not (after.strip()[0] in "的会" and not CJK.search(before[-1])), (before, after)
+            assert not (before.endswith("、") and not CJK.search(after.strip()[0])), (before, after)
+
+
 def test_the_corpus_gets_the_right_note_in_chinese(zh):
     """Matching reads PyTorch's text only: every pasted message of the corpus gets its entry in Chinese too, and the
     note still holds the fix's word (code stays code; the English words of a fix read as the Chinese note says
@@ -294,7 +319,7 @@ def test_clinic_note_and_traceback_line_in_chinese(monkeypatch):
         r"\[设备报错诊所\] 省略了 torch 和课程 helpers 内部的 \d+ 层调用帧：%tb 会打印完整的堆栈回溯。", traceback
     )
     assert note.startswith("[设备报错诊所] Expected all tensors to be on the same device\n含义：")
-    assert "相关课程：第 03 课（设备对象）第 8 节" in note
+    assert "相关课程：第 03 课（torch.device 对象）第 8 节" in note
     assert nb.cells[3].outputs[0].text.strip() == "[设备报错诊所] 已知设备错误的堆栈回溯：完整显示。"
     assert nb.cells[4].outputs[0].text.strip() == "%clinic 的参数只能是 'full' 或 'short'。"
 
