@@ -755,7 +755,7 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
         mock.patch.object(threading.Thread, "run", run_pretending),
         mock.patch.object(torch, "Generator", _generator_type(ledger)),
         mock.patch.object(torch, "compile", compile_eagerly),
-        mock.patch.object(torch.nn.Module, "compile", lambda self, *a, **k: compile_eagerly(self) and None),
+        mock.patch.object(torch.nn.Module, "compile", lambda self, *a, **k: compile_eagerly(None, **k) and None),
         mock.patch.object(torch.nn.Parameter, "__new__", staticmethod(new_parameter)),
         mock.patch.object(torch.autograd.function.BackwardCFunction, "apply", backward),
         mock.patch.object(torch.autograd.Function, "apply", classmethod(function_apply)),
