@@ -40,9 +40,9 @@ control flow depend on them) and the script's own view of its devices. Three dis
   the process on a machine without CUDA);
 - a ``TorchDispatchMode`` sees every aten op, autograd's and composite ones included, but not what a script asks
   in Python (``.device``, ``.is_cuda``, ``.numpy()``, ``.to()``'s arguments), which must still be answered above
-  the dispatcher. Both layers cost more than the rehearsal's budget on small ops: on a three-layer MLP with Adam
-  (``python benchmarks/bench_mode_cost.py``), a pass-through dispatch mode alone took about 1.6x the plain step,
-  and added about 0.7x on top of this mode.
+  the dispatcher. Both layers would cost more than the rehearsal's budget on small ops: on a three-layer MLP with
+  Adam (``python benchmarks/bench_mode_cost.py``), a dispatch mode that only runs each op cost as much as this whole
+  mode (2.4x the plain step each), and both together 3.5x.
 
 So the mode stays above the dispatcher, and what it cannot see there is closed where PyTorch exposes it: the
 autograd engine's gradients (``.grad`` is tagged when read; a custom ``Function``'s backward is checked against its
