@@ -551,9 +551,11 @@ def run_script(
                 seconds=timeout,
                 steps=ledger.step,
             )
-        if ledger.gaps and not report.tool_error and not report.problems:  # met what it cannot model
+        if ledger.gaps and not report.problems:  # met what it cannot model (said after a time limit, too)
+            why = "; ".join(dict.fromkeys(ledger.gaps))
             report.gap = True
-            report.tool_error = tr("could not tell: {why}", why="; ".join(dict.fromkeys(ledger.gaps)))
+            said = report.tool_error
+            report.tool_error = f"{said}; {why}" if said else tr("could not tell: {why}", why=why)
         all_notes = notes + ledger.notes
         if all_notes:
             report.stopped = "\n".join([*dict.fromkeys(all_notes), report.stopped]).strip()
