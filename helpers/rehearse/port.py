@@ -3,17 +3,19 @@ learner's formatting and comments stay; printed as a diff, then rehearsed as a G
 
 What it rewrites: one device chosen once, after the imports (CUDA, else the Mac's MPS, else the CPU), or the
 script's own ``device = ...`` given that fallback; ``.cuda()`` / ``.cuda(i)`` to ``.to(device)``; ``if
-torch.cuda.is_available():`` or ``if use_cuda:`` (a name assigned from it) around moves only (method 2)
-unwrapped; ``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` to the CPU type, with what
-``Tensor(...)`` makes moved to ``device``; ``'cuda'``, ``'cuda:1'`` and
-``torch.device('cuda')`` where a tensor is moved or made, to ``device``; ``torch.load`` given
+torch.cuda.is_available():`` or ``if use_cuda:`` (a name assigned from it) around moves only (method 2) unwrapped;
+``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`` to the CPU type, with what ``Tensor(...)`` makes
+moved to ``device``; ``'cuda'``, ``'cuda:1'`` and ``torch.device('cuda')`` where a tensor is moved or made, to
+``device``; an argparse ``--device`` default and a config dictionary's ``'device': 'cuda'`` to the same fallback;
+``init_process_group('nccl')`` to NCCL where CUDA is and gloo elsewhere; ``torch.load`` given
 ``map_location=device``; ``torch.cuda.FloatTensor(...)`` to ``torch.FloatTensor(...).to(device)`` and
 ``.type(torch.cuda.FloatTensor)`` to ``.to(device, torch.float32)``; a CUDA default tensor type to
-``torch.set_default_device(device)``; ``.numpy()`` of a device tensor to ``.detach().cpu().numpy()``; a
-DataParallel wrapper's ``state_dict()`` to ``getattr(model, "module", model).state_dict()`` (the wrapper's own
-model, whether or not the branch that wraps it ran); a script that starts DataLoader workers at its top level
-gets that work under ``if __name__ == "__main__":``. What it leaves to the learner, it lists (the guard, where a
-function or class needs the moved names when it is defined; ``CUDA_VISIBLE_DEVICES`` set in the script).
+``torch.set_default_device(device)``; ``.numpy()`` of a device tensor to ``.detach().cpu().numpy()``; a DataParallel
+wrapper's ``state_dict()`` to ``getattr(model, "module", model).state_dict()`` (the wrapper's own model, whether or
+not the branch that wraps it ran); a script that starts DataLoader workers at its top level gets that work under
+``if __name__ == "__main__":``. What it leaves to the learner, it lists (the guard, where a function or class needs
+the moved names when it is defined; ``CUDA_VISIBLE_DEVICES`` set in the script; whatever the static reading still
+finds in the port, such as ``.to(rank)`` or an unguarded ``torch.cuda`` call).
 """
 
 from __future__ import annotations
