@@ -195,7 +195,7 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
     notes: list[str] = field(default_factory=list)  # what the run did not model as the machine would
     gaps: list[str] = field(default_factory=list)  # what it met and cannot model: the verdict is "could not tell"
-    generators: dict[int, tuple[weakref.ref, torch.device]] = field(default_factory=dict)
+    generators: dict[int, tuple[torch.Generator, torch.device]] = field(default_factory=dict)  # few: kept alive
     pid: int = field(default_factory=os.getpid)  # a DataLoader worker forked from this process has another
     cuda_used: bool = False  # the pretend GPU was used: a forked worker cannot use it again
     held: dict[torch.device, dict[int, int]] = field(default_factory=dict)  # device: {storage: bytes}
@@ -205,7 +205,7 @@ class Ledger:
 
     def generator_device(self, generator) -> torch.device:
         entry = self.generators.get(id(generator))
-        return entry[1] if entry is not None and entry[0]() is generator else generator.device
+        return entry[1] if entry is not None and entry[0] is generator else generator.device
 
     def device_of(self, t: torch.Tensor) -> torch.device:
         entry = self.tags.get(id(t))
@@ -834,7 +834,7 @@ def _generator_type(ledger: Ledger):
                     ledger.report("device-index" if "ordinal" in refused else "no-gpu", refused, "torch.Generator")
                     where = CPU
             generator = real()
-            ledger.generators[id(generator)] = (weakref.ref(generator), where)
+            ledger.generators[id(generator)] = (generator, where)  # a Generator takes no weak reference (torch 2.7)
             return generator
 
     return Meta("Generator", (), {})
