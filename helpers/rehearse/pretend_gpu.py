@@ -62,7 +62,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
 
 from helpers.course.i18n import tr, tr_lazy
 from helpers.lab import simulate
@@ -298,8 +297,8 @@ def _storage(t: torch.Tensor) -> tuple[int, int] | None:
 
 
 def _tensors(obj) -> Iterator[torch.Tensor]:
-    """The tensors in an op's arguments or result: tuples, lists and dicts, as deep as they go (pytree's
-    ``tree_leaves`` costs several times more on every op, and ops take no other containers)."""
+    """The tensors in an op's arguments or result, or a loaded checkpoint: tuples, lists and dicts, as deep as they go
+    (pytree's ``tree_leaves`` costs several times more on every op, and these hold no other containers)."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, tuple | list):
@@ -657,7 +656,7 @@ def pretend(ledger: Ledger) -> Iterator[PretendDevices]:
 
     def function_apply(cls, *args, **kwargs):
         out = real_function_apply.__get__(None, cls)(*args, **kwargs)
-        node = next((t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn), None)
+        node = next((t.grad_fn for t in _tensors(out) if t.grad_fn), None)
         if node is not None:
             inputs_of[id(node)] = [ledger.device_of(a) if isinstance(a, torch.Tensor) else None for a in args]
         return out
@@ -997,7 +996,7 @@ def _loader(ledger: Ledger, real_load):
 
 
 def _tag_tree(ledger: Ledger, obj, place):
-    tensors = [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+    tensors = list(_tensors(obj))
     if isinstance(obj, torch.nn.Module):
         tensors += list(obj.parameters()) + list(obj.buffers())
     for t in tensors:
